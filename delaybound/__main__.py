@@ -1,0 +1,5 @@
+import sys
+
+from delaybound.cli import main
+
+sys.exit(main())

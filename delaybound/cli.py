@@ -1,0 +1,94 @@
+"""`delaybound` command line: one parser, one subcommand module per area.
+
+Each ``delaybound/cmd_*.py`` module exposes ``register(subparsers)``, which adds its
+subcommand(s) and sets ``func`` (a callable ``(args) -> int`` exit code) on the parser.
+Errors: ``ValueError``/``TypeError``/``FileNotFoundError`` raised by the library are
+user errors; they are printed as one line on stderr with exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any, Sequence
+
+__all__ = ["main", "build_parser", "print_json", "UsageError", "COMMAND_MODULES"]
+
+#: The subcommand modules, in the order they appear in ``--help``. A fixed list, not a registry.
+COMMAND_MODULES = (
+    "delaybound.cmd_theory",    # theory {list,show,check,latex,eval}
+    "delaybound.cmd_numerics",  # verify, plot
+    "delaybound.cmd_train",     # train
+    "delaybound.cmd_validate",  # validate, sweep
+    "delaybound.cmd_bench",     # bench
+    "delaybound.demo",          # demo
+)
+
+
+class UsageError(ValueError):
+    """A user error detected by the CLI itself (bad argument combination, bad k=v pair)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own errors: one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="delaybound",
+        description=(
+            "Theory-verification toolkit for asynchronous (PipeDream-2BW, one-step delayed) "
+            "pipeline-parallel LLM pretraining: checked convergence bounds, numerical "
+            "verification, and real training with gradient statistics."
+        ),
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # only a missing command module itself is tolerated
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def print_json(obj: Any) -> None:
+    """Print ``obj`` as JSON on stdout (NaN/inf become null so the output is strict JSON)."""
+
+    def clean(x: Any) -> Any:
+        if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
+            return None
+        if isinstance(x, dict):
+            return {str(k): clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+
+    json.dump(clean(obj), sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.func(args)
+    except (ValueError, TypeError, FileNotFoundError, KeyError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"delaybound {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"delaybound {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return int(code or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
