@@ -167,9 +167,16 @@ def newton_schulz(
     transpose = g.shape[-2] > g.shape[-1]
     x = g.mT if transpose else g
     x = x / torch.linalg.matrix_norm(x, ord="fro").clamp(min=eps)[..., None, None]
+    # The same fused ops as torch.optim.Muon (addmm), so bf16 inputs round identically.
+    mm = torch.addmm if x.ndim == 2 else torch.baddbmm
+    shape = x.shape
+    if x.ndim > 3:
+        x = x.reshape(-1, *shape[-2:])
     for _ in range(steps):
         gram = x @ x.mT
-        x = a * x + (b * gram + c * gram @ gram) @ x
+        gram_update = mm(gram, gram, gram, beta=b, alpha=c)
+        x = mm(x, gram_update, x, beta=a)
+    x = x.reshape(shape)
     return x.mT if transpose else x
 
 
