@@ -1,0 +1,483 @@
+"""Configuration of an LLM validation run: frozen keyword-only dataclasses with validation.
+
+``TrainConfig(model, data, optim, delay, run)`` is everything :func:`llm_validation.train.train`
+needs; it round-trips through JSON with ``to_dict()`` / ``from_dict()`` (``config.json`` of a run
+directory). Every field is documented; ``__post_init__`` raises ``ValueError`` / ``TypeError``
+naming the field, the value and the allowed range.
+
+Vocabulary resolution: byte-level corpora (the default stdlib corpus, a text file or folder)
+have vocabulary 256, so ``TrainConfig`` replaces ``model.vocab_size`` by 256 for them (the
+model's vocabulary comes from the data when byte-level). Token shards (``.bin``) keep the
+model's vocabulary.
+
+Presets (:func:`preset`): ``tiny`` (~1M parameters, CPU tests), ``small`` (~10M, CPU
+benchmarks), ``smollm-135m`` and ``smollm-360m`` (SmolLM's dense shapes, tied head).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+__all__ = [
+    "ModelConfig",
+    "DataConfig",
+    "OptimConfig",
+    "DelayConfig",
+    "RunConfig",
+    "TrainConfig",
+    "PRESETS",
+    "preset",
+    "pipedream_taus",
+    "BYTE_VOCAB",
+]
+
+#: Vocabulary of byte-level corpora.
+BYTE_VOCAB = 256
+
+
+# --------------------------------------------------------------------------- validation helpers
+def _where(obj: Any, name: str) -> str:
+    return f"{type(obj).__name__}.{name}"
+
+
+def _int(obj: Any, name: str, lo: int | None = None, hi: int | None = None) -> None:
+    value = getattr(obj, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{_where(obj, name)}={value!r} must be an int")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        rng = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
+        raise ValueError(f"{_where(obj, name)}={value!r} is out of range {rng}")
+
+
+def _float(obj: Any, name: str, lo: float | None = None, hi: float | None = None,
+           lo_open: bool = False) -> None:
+    value = getattr(obj, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{_where(obj, name)}={value!r} must be a real number")
+    value = float(value)
+    bad = not math.isfinite(value)
+    if lo is not None:
+        bad = bad or (value <= lo if lo_open else value < lo)
+    if hi is not None:
+        bad = bad or value > hi
+    if bad:
+        left = "(" if lo_open else "["
+        rng = f"{left}{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
+        raise ValueError(f"{_where(obj, name)}={value!r} must be finite and in {rng}")
+    object.__setattr__(obj, name, value)
+
+
+def _choice(obj: Any, name: str, allowed: tuple[str, ...]) -> None:
+    value = getattr(obj, name)
+    if value not in allowed:
+        raise ValueError(f"{_where(obj, name)}={value!r} is not one of {list(allowed)}")
+
+
+def _bool(obj: Any, name: str) -> None:
+    value = getattr(obj, name)
+    if not isinstance(value, bool):
+        raise TypeError(f"{_where(obj, name)}={value!r} must be a bool")
+
+
+# --------------------------------------------------------------------------------------- model
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Shape of the Llama-style decoder (:class:`llm_validation.model.Transformer`)."""
+
+    name: str = "custom"
+    """Preset name, for the record only."""
+    vocab_size: int = BYTE_VOCAB
+    """Vocabulary size V (replaced by 256 for byte-level data, see module docstring)."""
+    n_layer: int = 4
+    """Number of transformer blocks."""
+    d_model: int = 128
+    """Residual width C."""
+    n_head: int = 4
+    """Number of query heads H (C must be divisible by H; head size C/H must be even for RoPE)."""
+    n_kv_head: int = 2
+    """Number of key/value heads (grouped-query attention; must divide n_head)."""
+    d_ff: int = 512
+    """Hidden width of the SwiGLU MLP."""
+    max_seq_len: int = 1024
+    """Longest sequence the RoPE tables cover."""
+    tied: bool = False
+    """Tie the output head to the token embedding (not supported with pipeline stages P > 1)."""
+    rope_theta: float = 10000.0
+    """RoPE base frequency."""
+    norm_eps: float = 1e-5
+    """RMSNorm epsilon."""
+    init_std: float = 0.02
+    """Standard deviation of the normal initialisation (output projections: / sqrt(2 n_layer))."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"ModelConfig.name={self.name!r} must be a str")
+        _int(self, "vocab_size", 2)
+        _int(self, "n_layer", 1)
+        _int(self, "d_model", 2)
+        _int(self, "n_head", 1)
+        _int(self, "n_kv_head", 1)
+        _int(self, "d_ff", 1)
+        _int(self, "max_seq_len", 1)
+        _bool(self, "tied")
+        _float(self, "rope_theta", 0.0, lo_open=True)
+        _float(self, "norm_eps", 0.0, lo_open=True)
+        _float(self, "init_std", 0.0, lo_open=True)
+        if self.d_model % self.n_head:
+            raise ValueError(
+                f"ModelConfig.d_model={self.d_model} must be divisible by n_head={self.n_head}")
+        if (self.d_model // self.n_head) % 2:
+            raise ValueError(f"ModelConfig: head size d_model/n_head={self.d_model // self.n_head}"
+                             " must be even (RoPE rotates pairs)")
+        if self.n_head % self.n_kv_head:
+            raise ValueError(
+                f"ModelConfig.n_kv_head={self.n_kv_head} must divide n_head={self.n_head}")
+
+    @property
+    def head_dim(self) -> int:
+        """Size of one attention head, C / H."""
+        return self.d_model // self.n_head
+
+    def n_params(self) -> int:
+        """Closed-form parameter count (matches ``sum(p.numel())`` of the model)."""
+        c, kv = self.d_model, self.n_kv_head * self.head_dim
+        block = 2 * c * c + 2 * c * kv + 3 * c * self.d_ff + 2 * c
+        head = 0 if self.tied else self.vocab_size * c
+        return self.vocab_size * c + self.n_layer * block + c + head
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # ~1.05M parameters with the byte vocabulary: CPU tests.
+    "tiny": ModelConfig(name="tiny", n_layer=4, d_model=128, n_head=4, n_kv_head=2, d_ff=512,
+                        max_seq_len=512),
+    # ~9.6M parameters: CPU benchmarks and short real runs.
+    "small": ModelConfig(name="small", n_layer=6, d_model=384, n_head=6, n_kv_head=2, d_ff=1024,
+                         max_seq_len=1024),
+    # SmolLM-135M (HuggingFaceTB/SmolLM-135M config): 134,515,008 parameters with vocab 49152.
+    "smollm-135m": ModelConfig(name="smollm-135m", vocab_size=49152, n_layer=30, d_model=576,
+                               n_head=9, n_kv_head=3, d_ff=1536, max_seq_len=2048, tied=True,
+                               rope_theta=10000.0),
+    # SmolLM-360M: 32 layers, d=960, 15 heads, 5 kv heads, ffn 2560, tied.
+    "smollm-360m": ModelConfig(name="smollm-360m", vocab_size=49152, n_layer=32, d_model=960,
+                               n_head=15, n_kv_head=5, d_ff=2560, max_seq_len=2048, tied=True,
+                               rope_theta=10000.0),
+}
+
+
+def preset(name: str) -> ModelConfig:
+    """The model preset ``name``; raises ``ValueError`` listing the known presets."""
+    if name not in PRESETS:
+        raise ValueError(f"preset={name!r} is not one of {list(PRESETS)}")
+    return PRESETS[name]
+
+
+# ---------------------------------------------------------------------------------------- data
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Where the tokens come from and how they are cut into training windows."""
+
+    path: str | None = None
+    """None: the Python stdlib sources of the running interpreter (the default corpus). Else a
+    text file or folder (byte-level), or ``.bin`` token shards (a file, a glob, or a folder)."""
+    format: str = "auto"
+    """``auto`` (``.bin`` suffix or glob means shards, anything else bytes), ``bytes`` or ``bin``."""
+    val_path: str | None = None
+    """Validation shards for ``bin`` data (file or glob); None: ``*val*`` shards in the same
+    folder, or else the last ``val_fraction`` of the tokens."""
+    seq_len: int = 128
+    """Window length T (tokens per training sequence)."""
+    val_fraction: float = 0.1
+    """Fraction of files (bytes: by a hash of the relative path) held out for validation."""
+
+    def __post_init__(self) -> None:
+        for name in ("path", "val_path"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise TypeError(f"DataConfig.{name}={value!r} must be None or a non-empty str")
+        _choice(self, "format", ("auto", "bytes", "bin"))
+        _int(self, "seq_len", 1)
+        _float(self, "val_fraction", 0.0, 0.5, lo_open=True)
+        if self.path is None and self.format == "bin":
+            raise ValueError("DataConfig.format='bin' needs a path to the .bin shards")
+        if self.val_path is not None and not self.is_bin:
+            raise ValueError("DataConfig.val_path is only used with .bin shards")
+
+    @property
+    def is_bin(self) -> bool:
+        """True for uint16 token shards, False for byte-level corpora."""
+        if self.format != "auto":
+            return self.format == "bin"
+        return self.path is not None and self.path.endswith(".bin")
+
+    @property
+    def byte_level(self) -> bool:
+        """True when the vocabulary is the 256 byte values."""
+        return not self.is_bin
+
+
+# ----------------------------------------------------------------------------------- optimizer
+@dataclass(frozen=True, kw_only=True)
+class OptimConfig:
+    """The base optimizer (:func:`llm_validation.optim.build_optimizer`) and its schedule."""
+
+    name: str = "adamw"
+    """``adamw`` (torch.optim.AdamW), ``muon`` (torch.optim.Muon on hidden matrices + AdamW on
+    embeddings, head and norms) or ``sgd`` (torch.optim.SGD with momentum)."""
+    lr: float = 1e-3
+    """Peak learning rate (Muon: of the Muon matrices, shape-adjusted by ``muon_adjust_lr``)."""
+    aux_lr: float | None = None
+    """Muon only: peak learning rate of the AdamW part; None means ``lr``."""
+    weight_decay: float = 0.1
+    """Decoupled weight decay on 2-D weights for AdamW/Muon (norm gains are never decayed);
+    SGD: torch's coupled L2 penalty."""
+    beta1: float = 0.9
+    """AdamW first-moment coefficient."""
+    beta2: float = 0.95
+    """AdamW second-moment coefficient."""
+    eps: float = 1e-8
+    """AdamW epsilon."""
+    momentum: float = 0.95
+    """Muon and SGD momentum mu (THEORY.md: alpha = 1 - mu)."""
+    nesterov: bool = True
+    """Nesterov momentum for Muon and SGD."""
+    muon_adjust_lr: str = "match_rms_adamw"
+    """torch.optim.Muon ``adjust_lr_fn``: ``match_rms_adamw`` (one lr for both parts) or
+    ``original`` (Keller Jordan's sqrt(max(1, A/B)))."""
+    schedule: str = "cosine"
+    """Decay after warmup: ``constant``, ``cosine`` or ``linear`` (down to min_lr_ratio * lr)."""
+    warmup_steps: int = 0
+    """Linear warmup length in steps."""
+    min_lr_ratio: float = 0.1
+    """Final lr as a fraction of the peak for cosine/linear decay."""
+    decay_steps: int | None = None
+    """Step at which decay ends; None means the run's total steps."""
+
+    def __post_init__(self) -> None:
+        _choice(self, "name", ("adamw", "muon", "sgd"))
+        _float(self, "lr", 0.0, lo_open=True)
+        if self.aux_lr is not None:
+            _float(self, "aux_lr", 0.0, lo_open=True)
+        _float(self, "weight_decay", 0.0)
+        _float(self, "beta1", 0.0, 1.0)
+        _float(self, "beta2", 0.0, 1.0)
+        if self.beta1 >= 1.0 or self.beta2 >= 1.0:
+            raise ValueError(f"OptimConfig.beta1={self.beta1}, beta2={self.beta2} must be < 1")
+        _float(self, "eps", 0.0, lo_open=True)
+        _float(self, "momentum", 0.0, 1.0)
+        if self.momentum >= 1.0:
+            raise ValueError(f"OptimConfig.momentum={self.momentum} must be in [0, 1)")
+        _bool(self, "nesterov")
+        if self.nesterov and self.momentum == 0.0 and self.name == "sgd":
+            raise ValueError("OptimConfig.nesterov=True needs momentum > 0 for sgd")
+        _choice(self, "muon_adjust_lr", ("match_rms_adamw", "original"))
+        _choice(self, "schedule", ("constant", "cosine", "linear"))
+        _int(self, "warmup_steps", 0)
+        _float(self, "min_lr_ratio", 0.0, 1.0)
+        if self.decay_steps is not None:
+            _int(self, "decay_steps", 1)
+
+
+# --------------------------------------------------------------------------------------- delay
+def pipedream_taus(stages: int) -> tuple[int, ...]:
+    """Original PipeDream's per-stage delays for P stages: stage s gets P - 1 - s."""
+    if isinstance(stages, bool) or not isinstance(stages, int) or stages < 1:
+        raise ValueError(f"stages={stages!r} must be an int >= 1")
+    return tuple(stages - 1 - s for s in range(stages))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DelayConfig:
+    """Emulated gradient delay and Error Feedback (:class:`llm_validation.delay.DelayedOptimizer`)."""
+
+    tau: int = 0
+    """Gradient delay in optimizer steps: 0 synchronous, 1 PipeDream-2BW. With ``stage_taus``
+    it must equal ``max(stage_taus)``."""
+    ef_lambda: float = 0.0
+    """Error Feedback coefficient lam (0 = off, 1 = the paper's default)."""
+    ef_level: str = "update"
+    """``update``: x+ = x + v + lam (v - v_prev) on the full base update v; ``grad``: the base
+    optimizer is fed (1 + lam) g - lam g_prev."""
+    stage_taus: tuple[int, ...] | None = None
+    """Per-stage delays (original PipeDream: :func:`pipedream_taus`): the model is cut into
+    ``len(stage_taus)`` contiguous stages as ``Transformer.split`` does, and the parameters of
+    stage s read weights ``stage_taus[s]`` steps old."""
+
+    def __post_init__(self) -> None:
+        _int(self, "tau", 0)
+        _float(self, "ef_lambda", 0.0)
+        _choice(self, "ef_level", ("update", "grad"))
+        if self.stage_taus is not None:
+            taus = self.stage_taus
+            if isinstance(taus, list):
+                taus = tuple(taus)
+                object.__setattr__(self, "stage_taus", taus)
+            if not isinstance(taus, tuple) or not taus or any(
+                    isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in taus):
+                raise ValueError(
+                    f"DelayConfig.stage_taus={self.stage_taus!r} must be a non-empty tuple of "
+                    "ints >= 0")
+            if self.tau != max(taus):
+                raise ValueError(f"DelayConfig.tau={self.tau} must equal max(stage_taus)="
+                                 f"{max(taus)} when stage_taus is given")
+
+    @property
+    def uses_ef(self) -> bool:
+        """True when Error Feedback is on (lam > 0)."""
+        return self.ef_lambda > 0.0
+
+
+# ----------------------------------------------------------------------------------------- run
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """Length, batch, intervals, output and device of a run."""
+
+    steps: int = 200
+    """Number of optimizer steps."""
+    seed: int = 0
+    """Seed of the model initialisation and of the data sampler."""
+    batch_size: int = 16
+    """Sequences per optimizer step (all microbatches together)."""
+    microbatches: int = 1
+    """M: the batch is cut into M equal microbatches, in order; gradients are accumulated as
+    ``(loss_m / M).backward()`` for m = 0..M-1 (the sum of the means divided by M)."""
+    eval_interval: int = 50
+    """Validation loss every this many steps (0: only at the end; the end is always evaluated)."""
+    eval_batches: int = 8
+    """Number of fixed validation batches (of ``batch_size`` windows) per evaluation."""
+    stats_interval: int = 10
+    """Expensive statistics every this many steps (0: off; loss, lr, grad_norm are every step)."""
+    momentum_error_interval: int = 0
+    """Momentum error against a large-batch gradient every this many steps (0: off)."""
+    large_batch_factor: int = 8
+    """The large batch of the momentum error has ``large_batch_factor * batch_size`` windows."""
+    checkpoint_interval: int = 0
+    """Checkpoint every this many steps (0: only at the end; the end is always saved)."""
+    out_dir: str = "runs/default"
+    """Run directory (config.json, metrics.jsonl, checkpoints/, summary.json)."""
+    device: str = "cpu"
+    """``cpu``, ``cuda`` or ``auto`` (cuda when available)."""
+    dtype: str = "float32"
+    """Compute dtype: ``float32``, or ``bfloat16`` autocast (parameters stay float32)."""
+    pipeline: str = "none"
+    """``none`` (this process, emulated delay), ``2bw`` (real PipeDream-2BW pipeline, tau = 1),
+    ``gpipe`` or ``1f1b`` (synchronous pipeline baselines)."""
+    stages: int = 1
+    """Pipeline stages P (>= 2 when pipeline is not ``none``)."""
+    resume: bool = False
+    """Continue from the latest checkpoint of ``out_dir`` (a larger ``steps`` extends the run)."""
+
+    def __post_init__(self) -> None:
+        _int(self, "steps", 1)
+        _int(self, "seed", 0)
+        _int(self, "batch_size", 1)
+        _int(self, "microbatches", 1)
+        if self.batch_size % self.microbatches:
+            raise ValueError(f"RunConfig.batch_size={self.batch_size} must be divisible by "
+                             f"microbatches={self.microbatches}")
+        for name in ("eval_interval", "stats_interval", "momentum_error_interval",
+                     "checkpoint_interval"):
+            _int(self, name, 0)
+        _int(self, "eval_batches", 1)
+        _int(self, "large_batch_factor", 1)
+        if not isinstance(self.out_dir, str) or not self.out_dir:
+            raise TypeError(f"RunConfig.out_dir={self.out_dir!r} must be a non-empty str")
+        _choice(self, "device", ("cpu", "cuda", "auto"))
+        _choice(self, "dtype", ("float32", "bfloat16"))
+        _choice(self, "pipeline", ("none", "2bw", "gpipe", "1f1b"))
+        _int(self, "stages", 1)
+        _bool(self, "resume")
+        if self.pipeline == "none" and self.stages != 1:
+            raise ValueError(f"RunConfig.stages={self.stages} needs a pipeline (pipeline='none' "
+                             "runs in one process; use stages=1)")
+        if self.pipeline != "none" and self.stages < 2:
+            raise ValueError(f"RunConfig.stages={self.stages} must be >= 2 for "
+                             f"pipeline={self.pipeline!r}")
+
+
+# ---------------------------------------------------------------------------------------- all
+_SECTIONS = {"model": ModelConfig, "data": DataConfig, "optim": OptimConfig,
+             "delay": DelayConfig, "run": RunConfig}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """A whole run: model, data, optimizer, delay, run. JSON round-trip via to_dict/from_dict."""
+
+    model: ModelConfig = field(default_factory=lambda: PRESETS["tiny"])
+    """Model shape (vocab replaced by 256 for byte-level data)."""
+    data: DataConfig = field(default_factory=DataConfig)
+    """Corpus and window length."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """Base optimizer and lr schedule."""
+    delay: DelayConfig = field(default_factory=DelayConfig)
+    """Emulated delay and Error Feedback."""
+    run: RunConfig = field(default_factory=RunConfig)
+    """Steps, batch, intervals, output, device."""
+
+    def __post_init__(self) -> None:
+        for name, cls in _SECTIONS.items():
+            if not isinstance(getattr(self, name), cls):
+                raise TypeError(f"TrainConfig.{name} must be a {cls.__name__}, "
+                                f"got {type(getattr(self, name)).__name__}")
+        if self.data.byte_level and self.model.vocab_size != BYTE_VOCAB:
+            object.__setattr__(self, "model",
+                               dataclasses.replace(self.model, vocab_size=BYTE_VOCAB))
+        if self.data.seq_len > self.model.max_seq_len:
+            raise ValueError(f"DataConfig.seq_len={self.data.seq_len} exceeds "
+                             f"ModelConfig.max_seq_len={self.model.max_seq_len}")
+        if self.delay.stage_taus is not None and len(self.delay.stage_taus) > self.model.n_layer:
+            raise ValueError(f"DelayConfig.stage_taus has {len(self.delay.stage_taus)} stages but "
+                             f"the model has only n_layer={self.model.n_layer} blocks")
+        run = self.run
+        if run.pipeline != "none":
+            if run.stages > self.model.n_layer:
+                raise ValueError(f"RunConfig.stages={run.stages} exceeds "
+                                 f"n_layer={self.model.n_layer}")
+            if self.model.tied:
+                raise ValueError("pipeline stages need an untied head (ModelConfig.tied=False)")
+            if self.delay.stage_taus is not None:
+                raise ValueError("DelayConfig.stage_taus is the single-process emulation of "
+                                 "PipeDream; it cannot be combined with a real pipeline")
+            if run.pipeline == "2bw" and self.delay.tau != 1:
+                raise ValueError(f"pipeline='2bw' has delay tau=1 by construction; got "
+                                 f"DelayConfig.tau={self.delay.tau}")
+            if run.pipeline in ("gpipe", "1f1b") and (self.delay.tau != 0 or self.delay.uses_ef):
+                raise ValueError(f"pipeline={run.pipeline!r} is synchronous: it needs tau=0 and "
+                                 "ef_lambda=0")
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Training tokens consumed by one optimizer step (B * T)."""
+        return self.run.batch_size * self.data.seq_len
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable nested dict (tuples become lists)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TrainConfig":
+        """Inverse of :meth:`to_dict`; unknown sections or fields raise ``ValueError``."""
+        if not isinstance(d, Mapping):
+            raise TypeError(f"TrainConfig.from_dict needs a mapping, got {type(d).__name__}")
+        unknown = set(d) - set(_SECTIONS)
+        if unknown:
+            raise ValueError(f"TrainConfig: unknown sections {sorted(unknown)}; "
+                             f"allowed {list(_SECTIONS)}")
+        parts = {}
+        for name, sub in _SECTIONS.items():
+            values = dict(d.get(name, {}))
+            fields = {f.name for f in dataclasses.fields(sub)}
+            bad = set(values) - fields
+            if bad:
+                raise ValueError(f"{sub.__name__}: unknown fields {sorted(bad)}")
+            if name == "delay" and isinstance(values.get("stage_taus"), list):
+                values["stage_taus"] = tuple(values["stage_taus"])
+            parts[name] = sub(**values)
+        return cls(**parts)
+
+    def replace(self, **sections: Any) -> "TrainConfig":
+        """Copy with whole sections replaced, e.g. ``cfg.replace(run=new_run)``."""
+        return dataclasses.replace(self, **sections)
