@@ -1,0 +1,143 @@
+"""Point-to-point links between neighbouring pipeline stages, with timeouts that name the peer.
+
+One process per stage; stage ``s`` is rank ``s`` of the default process group (gloo on CPU, NCCL
+on GPUs). Activations go ``s -> s+1``, their gradients ``s+1 -> s``; each direction between two
+ranks carries one kind of message, in microbatch order, so no tags are needed (NCCL has none).
+Small control messages (the partial sums of statistics, sent to the last stage) travel on a
+separate gloo group, so they never interleave with activations even under NCCL.
+
+Every wait has a deadline (``timeout_s``): a peer that died shows up at once as a closed
+connection, a peer that hangs as a timeout; both raise :class:`StageFailure` naming this stage,
+the peer, and the message awaited, which the launcher turns into one error for the whole run.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import deque
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+__all__ = ["StageFailure", "StageLink", "LOST", "TIMEOUT"]
+
+#: failure kinds in :class:`StageFailure` (the launcher ranks them: a lost connection means the
+#: peer process is gone; a timeout means the peer is alive but silent, i.e. hung)
+LOST = "lost"
+TIMEOUT = "timeout"
+
+
+class StageFailure(RuntimeError):
+    """A wait on ``peer`` failed on ``stage``: ``kind`` is ``"lost"`` or ``"timeout"``."""
+
+    def __init__(self, stage: int, peer: int, kind: str, what: str, detail: str):
+        self.stage, self.peer, self.kind, self.what = stage, peer, kind, what
+        verb = "timed out waiting for" if kind == TIMEOUT else "lost the connection while waiting for"
+        super().__init__(f"stage {stage} {verb} {what} from stage {peer}: {detail}")
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "timed out" in text or "timeout" in text or isinstance(exc, TimeoutError)
+
+
+class _Pending:
+    """An issued non-blocking op with what is needed to wait on it and explain a failure."""
+
+    __slots__ = ("work", "tensor", "peer", "what")
+
+    def __init__(self, work: Any, tensor: Tensor, peer: int, what: str):
+        self.work, self.tensor, self.peer, self.what = work, tensor, peer, what
+
+
+class StageLink:
+    """The communication of one stage: receive buffers, non-blocking sends, bounded waits.
+
+    ``act_shape``/``act_dtype``: the microbatch activation ``h[b, T, C]`` exchanged between every
+    pair of neighbours (its gradient has the same shape and dtype). ``control_group``: a gloo group
+    over all ranks for statistics (``None``: use the default group, fine under gloo).
+    """
+
+    def __init__(
+        self,
+        *,
+        stage: int,
+        stages: int,
+        device: torch.device,
+        act_shape: tuple[int, ...],
+        act_dtype: torch.dtype,
+        timeout_s: float,
+        control_group: Any = None,
+    ):
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.stage, self.stages, self.device = stage, stages, device
+        self.act_shape, self.act_dtype = tuple(act_shape), act_dtype
+        self.timeout = datetime.timedelta(seconds=float(timeout_s))
+        self.control_group = control_group
+        self._sends: deque[_Pending] = deque()
+
+    # -- waits ------------------------------------------------------------------------------
+    def _wait(self, p: _Pending) -> Tensor:
+        try:
+            p.work.wait(self.timeout)
+        except Exception as exc:  # gloo/NCCL raise RuntimeError with the transport's text
+            kind = TIMEOUT if _is_timeout(exc) else LOST
+            raise StageFailure(self.stage, p.peer, kind, p.what, str(exc).splitlines()[0][:300]) from exc
+        return p.tensor
+
+    def _reap(self) -> None:
+        """Forget completed sends (keeps their tensors alive until then)."""
+        while self._sends and self._sends[0].work.is_completed():
+            self._wait(self._sends.popleft())  # surfaces an error a completed send may carry
+
+    def drain(self) -> None:
+        """Wait (bounded) for every send this stage issued."""
+        while self._sends:
+            self._wait(self._sends.popleft())
+
+    # -- activations (s -> s+1) and their gradients (s+1 -> s) -------------------------------
+    def post_recv_activation(self, mb: int) -> _Pending:
+        """Post the receive of microbatch ``mb``'s input activation from stage ``s-1``."""
+        buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.device)
+        return _Pending(dist.irecv(buf, src=self.stage - 1), buf, self.stage - 1, f"the activation of microbatch {mb}")
+
+    def post_recv_gradient(self, mb: int) -> _Pending:
+        """Post the receive of the gradient w.r.t. this stage's output of ``mb`` from ``s+1``."""
+        buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.device)
+        return _Pending(dist.irecv(buf, src=self.stage + 1), buf, self.stage + 1, f"the gradient of microbatch {mb}")
+
+    def wait(self, pending: _Pending) -> Tensor:
+        """The received tensor of a posted receive, waiting at most ``timeout_s``."""
+        return self._wait(pending)
+
+    def send_activation(self, h: Tensor, mb: int) -> None:
+        """Non-blocking send of this stage's output ``h`` of ``mb`` to stage ``s+1``."""
+        self._send(h, self.stage + 1, f"the send of activation {mb}")
+
+    def send_gradient(self, g: Tensor, mb: int) -> None:
+        """Non-blocking send of the gradient w.r.t. this stage's input of ``mb`` to ``s-1``."""
+        self._send(g, self.stage - 1, f"the send of gradient {mb}")
+
+    def _send(self, t: Tensor, peer: int, what: str) -> None:
+        t = t.detach().contiguous()
+        if t.shape != self.act_shape or t.dtype != self.act_dtype:
+            raise ValueError(
+                f"stage {self.stage}: {what} has shape {tuple(t.shape)} {t.dtype}, the link carries "
+                f"{self.act_shape} {self.act_dtype}"
+            )
+        self._sends.append(_Pending(dist.isend(t, dst=peer), t, peer, what))
+        self._reap()
+
+    # -- control messages (statistics, to the last stage) -----------------------------------
+    def send_control(self, vec: Tensor, dst: int, what: str) -> None:
+        """Non-blocking send of a small float64 CPU vector to rank ``dst`` on the control group."""
+        v = vec.detach().to("cpu", torch.float64).contiguous()
+        self._sends.append(_Pending(dist.isend(v, dst=dst, group=self.control_group), v, dst, what))
+
+    def post_recv_control(self, numel: int, src: int, what: str) -> _Pending:
+        """Post the receive of a float64 vector of ``numel`` entries from rank ``src``."""
+        buf = torch.empty(numel, dtype=torch.float64)
+        return _Pending(dist.irecv(buf, src=src, group=self.control_group), buf, src, what)

@@ -1,0 +1,236 @@
+"""The PipeDream-2BW schedule: steady-state 1F1B with no flush between optimizer steps.
+
+Algorithm (one list of actions per stage; microbatches numbered globally, ``i = t*M + j``):
+    stage ``s`` of ``P`` runs ``w_s = P - 1 - s`` warm-up forwards, then pairs
+    ``(F(k + w_s), B(k))`` for ``k = 0, 1, ...``, then ``w_s`` cool-down backwards. After the
+    backward of the last microbatch of batch ``t`` (``B(t*M + M - 1)``) the stage takes its one
+    optimizer step of batch ``t``. The stream of microbatches never stops at a batch boundary:
+    warm-up forwards happen only at the very start and cool-down backwards only at the very end.
+
+Weight versions. Batch ``t`` uses ``W(t-1)`` (``W(-1) = W(0)``) for both the forward and the
+backward of each of its microbatches, on every stage, so the gradient is the whole model's
+``grad f(W(t-1))`` and every stage applies ``W(t+1) = W(t) - u(grad f(W(t-1)))``:
+- why not ``W(t)``: on stage ``s < P-1`` the first forward of batch ``t`` is in pair
+  ``t*M - w_s`` while ``W(t)`` appears only after the step in pair ``t*M - 1``, later
+  (``w_s >= 1``). A consistent gradient needs one version on all stages, hence ``W(t-1)``.
+- why ``W(t-1)`` is there in time: it is made by the step in pair ``(t-1)*M - 1``, before the first
+  forward of batch ``t`` (pair ``t*M - w_s``) as soon as ``M >= w_s``; the worst stage is
+  ``s = 0`` (``w_0 = P - 1``), so ``M >= P - 1`` suffices and the runtime's ``M >= P`` leaves one
+  microbatch of margin.
+- why two versions suffice: stage ``s`` holds at most ``w_s + 1 <= P`` microbatches in flight
+  (forwarded, not yet backwarded), a run of consecutive indices that touches at most two batches
+  when ``P <= M + 1``. Those two batches use ``W(t-1)`` and ``W(t)``; the optimizer's master copy
+  ``W(t+1)`` is written after the last backward of batch ``t``, when ``W(t-1)`` is no longer used,
+  so its buffer is recycled for batch ``t + 2``.
+
+Everything here is pure (lists of small tuples); :func:`check_schedule` replays a schedule and
+asserts these properties, so the tests prove them for every (P, M) they try.
+
+Reference: Narayanan et al., "Memory-Efficient Pipeline-Parallel DNN Training" (PipeDream-2BW),
+ICML 2021, Section 3.1 (weight update semantics ``W(t+1) = W(t) - nu * grad f(W(t-1))``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = [
+    "Action",
+    "FORWARD",
+    "BACKWARD",
+    "STEP",
+    "warmup_forwards",
+    "version_of_batch",
+    "validate_pipeline_shape",
+    "schedule_2bw",
+    "simulate_times",
+    "schedule_timeline",
+    "check_schedule",
+]
+
+FORWARD = "F"
+BACKWARD = "B"
+STEP = "S"
+
+
+class Action(NamedTuple):
+    """One schedule action: ``kind`` in {F, B, S}; ``mb`` the global microbatch index (F/B) or
+    -1 (S); ``batch`` the optimizer step / batch index ``t``; ``version`` the index ``v`` of the
+    weights ``W(v)`` the action reads (F/B) or writes (S: ``W(t+1)``)."""
+
+    kind: str
+    mb: int
+    batch: int
+    version: int
+
+
+def warmup_forwards(stage: int, stages: int) -> int:
+    """``w_s = P - 1 - s``: forwards stage ``s`` runs before its first backward."""
+    return stages - 1 - stage
+
+
+def version_of_batch(t: int) -> int:
+    """Index of the weights batch ``t`` uses: ``max(t - 1, 0)`` (``W(-1) = W(0)``)."""
+    if t < 0:
+        raise ValueError(f"batch index t must be >= 0, got {t}")
+    return max(t - 1, 0)
+
+
+def validate_pipeline_shape(stages: int, microbatches: int) -> None:
+    """Raise ``ValueError`` unless ``P >= 2`` and ``M >= P`` (the 2BW requirement)."""
+    if not isinstance(stages, int) or isinstance(stages, bool) or stages < 2:
+        raise ValueError(f"stages must be an integer >= 2 for a pipeline, got {stages!r}")
+    if not isinstance(microbatches, int) or isinstance(microbatches, bool) or microbatches < stages:
+        raise ValueError(
+            f"microbatches must be an integer >= stages (PipeDream-2BW needs M >= P so that two "
+            f"weight versions suffice), got microbatches={microbatches!r} with stages={stages}"
+        )
+
+
+def schedule_2bw(stage: int, stages: int, microbatches: int, batches: int, start: int = 0) -> list[Action]:
+    """The action list of ``stage`` for batches ``start .. batches-1`` (``start > 0``: a resume,
+    which starts with a fresh warm-up; the numbers computed do not change).
+
+    Assumptions: ``0 <= stage < stages``, ``M >= P >= 2`` (checked), ``0 <= start <= batches``.
+    Guarantee: :func:`check_schedule` holds (each microbatch is forwarded then backwarded once with
+    one version; one step per batch after its last backward; no flush between batches).
+    """
+    validate_pipeline_shape(stages, microbatches)
+    if not 0 <= stage < stages:
+        raise ValueError(f"stage must be in [0, {stages - 1}], got {stage}")
+    if not 0 <= start <= batches:
+        raise ValueError(f"need 0 <= start <= batches, got start={start}, batches={batches}")
+    first, end = start * microbatches, batches * microbatches  # global microbatch range
+    w = min(warmup_forwards(stage, stages), end - first)
+    acts: list[Action] = []
+
+    def fwd(i: int) -> Action:
+        t = i // microbatches
+        return Action(FORWARD, i, t, version_of_batch(t))
+
+    def bwd(i: int) -> list[Action]:
+        t = i // microbatches
+        out = [Action(BACKWARD, i, t, version_of_batch(t))]
+        if i % microbatches == microbatches - 1:
+            out.append(Action(STEP, -1, t, t + 1))
+        return out
+
+    acts.extend(fwd(i) for i in range(first, first + w))
+    for k in range(first, end):
+        if k + w < end:
+            acts.append(fwd(k + w))
+        acts.extend(bwd(k))
+    return acts
+
+
+def simulate_times(stages: int, microbatches: int, batches: int) -> list[list[tuple[Action, int]]]:
+    """Start tick of every F/B action when each F and each B takes one tick, messages take no
+    time and a stage runs its actions in order: ``F(i)`` on ``s`` waits for ``F(i)`` on ``s-1``,
+    ``B(i)`` on ``s`` for ``B(i)`` on ``s+1``. Returns per stage ``[(action, start_tick), ...]``
+    (steps take zero ticks and share the tick of the backward before them)."""
+    plans = [schedule_2bw(s, stages, microbatches, batches) for s in range(stages)]
+    done: dict[tuple[str, int, int], int] = {}  # (kind, mb, stage) -> end tick
+    pos = [0] * stages
+    clock = [0] * stages
+    out: list[list[tuple[Action, int]]] = [[] for _ in range(stages)]
+    remaining = sum(len(p) for p in plans)
+    while remaining:
+        progressed = False
+        for s in range(stages):
+            while pos[s] < len(plans[s]):
+                a = plans[s][pos[s]]
+                if a.kind == STEP:
+                    out[s].append((a, clock[s] - 1))
+                else:
+                    dep = None
+                    if a.kind == FORWARD and s > 0:
+                        dep = (FORWARD, a.mb, s - 1)
+                    elif a.kind == BACKWARD and s < stages - 1:
+                        dep = (BACKWARD, a.mb, s + 1)
+                    if dep is not None and dep not in done:
+                        break
+                    start = max(clock[s], done[dep] if dep is not None else 0)
+                    clock[s] = start + 1
+                    done[(a.kind, a.mb, s)] = clock[s]
+                    out[s].append((a, start))
+                pos[s] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:  # pragma: no cover - would mean the schedule deadlocks
+            raise RuntimeError("schedule deadlocks")
+    return out
+
+
+def schedule_timeline(stages: int, microbatches: int, batches: int) -> str:
+    """ASCII timeline from :func:`simulate_times`: one row per stage, one column per tick;
+    ``a3`` = forward of microbatch 3 of batch 'a' (batch 0 'a', 1 'b', ...), ``A3`` = its backward
+    (with ``W(t-1)``: batches a and b read W(0), c reads W(1), ...), ``|`` = the optimizer step
+    that writes ``W(t+1)``, ``.`` = idle. Used in docs/pipeline.md."""
+    timed = simulate_times(stages, microbatches, batches)
+    width = 1 + max(t for row in timed for _, t in row)
+    rows = []
+    for s, row in enumerate(timed):
+        cells = [" . "] * width
+        for a, t in row:
+            letter = chr(ord("a") + a.batch % 26)
+            if a.kind == FORWARD:
+                cells[t] = f"{letter}{a.mb % microbatches} "
+            elif a.kind == BACKWARD:
+                cells[t] = f"{letter.upper()}{a.mb % microbatches} "
+            else:
+                cells[t] = cells[t][:2] + "|"
+        rows.append(f"stage {s}: " + "".join(cells).rstrip())
+    return "\n".join(rows)
+
+
+def check_schedule(stage: int, stages: int, microbatches: int, batches: int, start: int = 0) -> dict:
+    """Replay a schedule and assert the 2BW invariants; return counts for tests.
+
+    Checks: every microbatch of ``start..batches-1`` is forwarded once and later backwarded once,
+    both with ``W(version_of_batch(t))``; that version exists on this stage (made by an earlier
+    step, or loaded at start) when first read; the steps come in order ``t = start, ...``, each
+    after the last backward of its batch; no more than two versions are read by microbatches in
+    flight; forwards happen before any cool-down backward (no flush between batches).
+    Returns ``{"max_in_flight": ..., "max_versions_in_flight": ..., "steps": ...}``.
+    """
+    acts = schedule_2bw(stage, stages, microbatches, batches, start)
+    have = {version_of_batch(start), start}  # versions present at (re)start: W(start-1), W(start)
+    in_flight: dict[int, int] = {}
+    done_f: set[int] = set()
+    done_b: set[int] = set()
+    next_step = start
+    max_in_flight = max_versions = 0
+    last_fwd_pos = max((n for n, a in enumerate(acts) if a.kind == FORWARD), default=-1)
+    for n, a in enumerate(acts):
+        if a.kind == FORWARD:
+            assert a.mb not in done_f, f"microbatch {a.mb} forwarded twice"
+            assert a.version in have, f"F({a.mb}) needs W({a.version}) before it exists"
+            done_f.add(a.mb)
+            in_flight[a.mb] = a.version
+        elif a.kind == BACKWARD:
+            assert a.mb in in_flight, f"B({a.mb}) before its forward"
+            assert in_flight.pop(a.mb) == a.version, f"B({a.mb}) uses another version than F"
+            done_b.add(a.mb)
+        else:
+            assert a.batch == next_step, f"step {a.batch} out of order (expected {next_step})"
+            last = a.batch * microbatches + microbatches - 1
+            assert last in done_b, f"step {a.batch} before the backward of microbatch {last}"
+            assert a.version == a.batch + 1
+            have.add(a.version)
+            next_step += 1
+        max_in_flight = max(max_in_flight, len(in_flight))
+        max_versions = max(max_versions, len(set(in_flight.values())))
+        # a flush at a batch boundary would show as a step with nothing in flight while forwards
+        # remain; 1F1B without flush keeps w_s = P-1-s microbatches in flight there
+        if a.kind == STEP and n < last_fwd_pos and warmup_forwards(stage, stages) > 0:
+            assert len(in_flight) == warmup_forwards(stage, stages), (
+                f"stage {stage} flushed the pipeline at step {a.batch}"
+            )
+    expected = set(range(start * microbatches, batches * microbatches))
+    assert done_f == expected and done_b == expected, "not every microbatch ran exactly once"
+    assert next_step == batches, "missing optimizer steps"
+    return {
+        "max_in_flight": max_in_flight,
+        "max_versions_in_flight": max_versions,
+        "steps": batches - start,
+    }
