@@ -52,6 +52,7 @@ __all__ = [
     "METHODS",
     "EF_MODES",
     "ALL_SERIES",
+    "STATES",
     "MAX_TAU",
     "NOISE_BLOCK",
     "ADAM_BETA2",
@@ -71,6 +72,11 @@ ADAM_EPS = 1e-8
 _X_SERIES = ("gap", "grad_norm", "xnorm", "step", "mom_err", "noise_err", "omega")
 _Z_SERIES = ("gap_z", "grad_norm_z", "mom_err_z", "znorm")
 ALL_SERIES = _X_SERIES + _Z_SERIES
+#: Full per-step states that ``run(..., states=...)`` can keep, each ``(K or K+1, B, *shape)``:
+#: ``x`` iterates x_0..x_K, ``y`` read points, ``xi`` noise, ``g`` the stochastic gradient fed to
+#: the method (after gradient-level EF), ``m`` the gradient estimate (momentum), ``d`` the direction
+#: (LMO output for lmo), ``v`` the full base update x_base - x_k, ``z`` the EF virtual iterate.
+STATES = ("x", "y", "xi", "g", "m", "d", "v", "z")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +136,8 @@ class Trajectory:
     """K, the number of steps taken."""
     series: dict[str, Tensor] = field(default_factory=dict)
     """name -> tensor (K+1, B) for point quantities, (K, B) for per-step quantities."""
+    states: dict[str, Tensor] = field(default_factory=dict)
+    """name -> tensor (K or K+1, B, *shape) for the requested STATES."""
     x_final: Tensor | None = None
     """x_K, shape (B, *shape)."""
 
@@ -202,6 +210,7 @@ def run(
     ef: str = "none",
     x0: Tensor | None = None,
     record: Sequence[str] | None = None,
+    states: Sequence[str] = (),
     lmo: Callable[[Tensor], Tensor] | None = None,
     adam_beta2: float = ADAM_BETA2,
     adam_eps: float = ADAM_EPS,
@@ -215,6 +224,7 @@ def run(
         method: one of METHODS; ef: one of EF_MODES.
         x0: start point (shape ``problem.shape`` or ``(B, *shape)``); default ``problem.x0``.
         record: series names to keep (default: all that apply); fewer names use less memory.
+        states: names in STATES to keep as full tensors (memory K x B x size: small runs only).
         lmo: replacement LMO (e.g. Newton-Schulz); default the geometry's exact LMO.
     Returns:
         a :class:`Trajectory`.
@@ -237,6 +247,9 @@ def run(
         raise ValueError(f"record={sorted(unknown)} not in {ALL_SERIES}")
     if not z_mode:
         wanted -= set(_Z_SERIES)
+    bad_states = set(states) - set(STATES)
+    if bad_states:
+        raise ValueError(f"states={sorted(bad_states)} not in {STATES}")
     if method == "adam":  # Adam's estimate is not a linear filter of the noise
         wanted.discard("noise_err")
 
@@ -263,6 +276,10 @@ def run(
         point = name in ("gap", "grad_norm", "xnorm", "gap_z", "grad_norm_z", "znorm")
         rec[name] = torch.empty(K + 1 if point else K, B, dtype=torch.float64)
 
+    st: dict[str, Tensor] = {
+        name: torch.empty(K + 1 if name in ("x", "z") else K, B, *shape, dtype=torch.float64)
+        for name in states
+    }
     m = nu = v2 = g_prev = xi_prev = None
     u_prev = torch.zeros_like(x)  # u_{k-1} (update_nowd) / v_{k-1} (update)
     adam_b1 = (1.0 - alpha)  # (B, 1...) first-moment decay
@@ -274,9 +291,13 @@ def run(
             rec["grad_norm"][k] = geom.dual_norm(gx)
         if "xnorm" in rec:
             rec["xnorm"][k] = geom.norm(x)
-        if z_mode:
+        if "x" in st:
+            st["x"][k] = x
+        if z_mode or "z" in st:
             scale = lam if ef == "update" else lam / (1.0 - beta)
-            z = x - scale * u_prev  # z_k
+            z = x - scale * u_prev if z_mode else x  # z_k (= x_k without update-level EF)
+            if "z" in st:
+                st["z"][k] = z
             if {"gap_z", "grad_norm_z", "mom_err_z"} & wanted:
                 fz, gz = problem.value_and_grad(z)
                 if "gap_z" in rec:
@@ -345,13 +366,20 @@ def run(
             rec["omega"][k] = geom.norm(y - p) / eta.flatten()
         if "step" in rec:
             rec["step"][k] = geom.norm(x_new - x)
+        for name, value in (("y", y), ("g", gin), ("m", est), ("d", d)):
+            if name in st:
+                st[name][k] = value
+        if "xi" in st:
+            st["xi"][k] = 0.0 if xi is None else xi
+        if "v" in st:
+            st["v"][k] = x_base - x
 
         x, u_prev = x_new, u_next
         if t_max > 0:
             ring[(k + 1) % (t_max + 1)] = x
         fx, gx = problem.value_and_grad(x)
 
-    return Trajectory(problem, configs, method, ef, K, rec, x)
+    return Trajectory(problem, configs, method, ef, K, rec, st, x)
 
 
 def run_naive(problem: Problem, configs: Sequence[RunConfig], steps: int, **kwargs) -> list[Trajectory]:
