@@ -114,8 +114,13 @@ class WorkerContext:
     fault: FaultSpec | None
     heartbeat: Callable[[], None]
     """Call once per schedule action: proof of progress for the watchdog."""
+    side_group: Any
+    """A second group over all ranks (same backend) for the side passes (evaluation, the
+    statistics' extra gradients): their messages never match receives of the training stream."""
     control_group: Any
-    """A gloo group over all ranks for small CPU messages (statistics)."""
+    """A gloo group over all ranks for small CPU messages (statistics, results)."""
+    store: Any
+    """The rendezvous key-value store (early-stop flag)."""
 
     def maybe_inject_fault(self, step: int) -> None:
         """Tests: kill or hang this process after optimizer step ``step`` if told to."""
@@ -215,11 +220,13 @@ def run_worker(
             dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
         else:
             dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=timeout)
-        control = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
+        side = dist.new_group(backend=backend, timeout=timeout)
+        control = dist.new_group(backend="gloo", timeout=timeout)
         heartbeat = _start_watchdog(run_dir, rank, timeout_s + WATCHDOG_SLACK_S)
         ctx = WorkerContext(rank=rank, world=world, local_rank=local_rank, run_dir=run_dir,
                             backend=backend, timeout_s=timeout_s, fault=fault,
-                            heartbeat=heartbeat, control_group=control)
+                            heartbeat=heartbeat, side_group=side, control_group=control,
+                            store=dist.distributed_c10d._get_default_store())
         print(f"stage {rank}/{world} up (pid {os.getpid()}, backend {backend})", flush=True)
         result = body(ctx, *body_args)
     except StageFailure as exc:
@@ -255,12 +262,30 @@ def _spawned(body, body_args, rank, world, run_dir, backend, timeout_s, fault, s
 _CTX: Any = None
 
 
+class _main_module_hidden:
+    """While starting workers, hide the ``__main__`` script from multiprocessing so the children
+    do not re-run it (a script without an ``if __name__ == "__main__"`` guard would otherwise
+    launch the pipeline again inside every worker). The workers only run library functions."""
+
+    def __enter__(self) -> None:
+        main = sys.modules.get("__main__")
+        self.main = main
+        self.saved = {k: getattr(main, k) for k in ("__file__", "__spec__") if hasattr(main, k)}
+        if "__file__" in self.saved:
+            del main.__file__
+        main.__spec__ = None
+
+    def __exit__(self, *exc: Any) -> None:
+        for k, v in self.saved.items():
+            setattr(self.main, k, v)
+
+
 def _context() -> Any:
     global _CTX
     if _CTX is None:
         _CTX = mp.get_context("forkserver")
-        _CTX.set_forkserver_preload(["torch", "torch.distributed", "llm_validation.pipeline_2bw",
-                                     "llm_validation.pipeline_sync"])
+        _CTX.set_forkserver_preload(["torch", "torch.distributed", "llm_validation.pipeline_run",
+                                     "llm_validation.pipeline_2bw", "llm_validation.pipeline_sync"])
     return _CTX
 
 
@@ -303,7 +328,7 @@ def _blame(exitcodes: dict[int, int | None], killed: set[int], faults: dict[int,
 
 def _stop(procs: list, grace_s: float) -> set[int]:
     """SIGTERM every live worker, SIGKILL those still alive after ``grace_s``; return their ranks."""
-    live = {r for r, p in enumerate(procs) if p.exitcode is None}
+    live = {r for r, p in enumerate(procs) if p.pid is not None and p.exitcode is None}
     for r in live:
         procs[r].terminate()
     deadline = time.monotonic() + grace_s
@@ -344,8 +369,9 @@ def spawn_stages(
              for r in range(world)]
     killed: set[int] = set()
     try:
-        for p in procs:
-            p.start()
+        with _main_module_hidden():
+            for p in procs:
+                p.start()
         while True:
             codes = [p.exitcode for p in procs]
             if all(c == 0 for c in codes):

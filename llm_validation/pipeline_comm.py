@@ -14,6 +14,7 @@ the peer, and the message awaited, which the launcher turns into one error for t
 from __future__ import annotations
 
 import datetime
+import json
 from collections import deque
 from typing import Any
 
@@ -21,12 +22,15 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["StageFailure", "StageLink", "LOST", "TIMEOUT"]
+__all__ = ["StageFailure", "StageLink", "LOST", "TIMEOUT", "MESSAGE_BYTES", "encode_message",
+           "decode_message"]
 
 #: failure kinds in :class:`StageFailure` (the launcher ranks them: a lost connection means the
 #: peer process is gone; a timeout means the peer is alive but silent, i.e. hung)
 LOST = "lost"
 TIMEOUT = "timeout"
+#: Size of one control message (a JSON dict of partial sums: about 40 floats, ~1.5 kB).
+MESSAGE_BYTES = 16384
 
 
 class StageFailure(RuntimeError):
@@ -56,8 +60,9 @@ class StageLink:
     """The communication of one stage: receive buffers, non-blocking sends, bounded waits.
 
     ``act_shape``/``act_dtype``: the microbatch activation ``h[b, T, C]`` exchanged between every
-    pair of neighbours (its gradient has the same shape and dtype). ``control_group``: a gloo group
-    over all ranks for statistics (``None``: use the default group, fine under gloo).
+    pair of neighbours (its gradient has the same shape and dtype). ``group``: the process group
+    of the activations (None: the default group); ``control_group``: a gloo group over all ranks
+    for the small CPU messages (must differ from ``group``: stage 1 -> 0 also carries gradients).
     """
 
     def __init__(
@@ -69,6 +74,7 @@ class StageLink:
         act_shape: tuple[int, ...],
         act_dtype: torch.dtype,
         timeout_s: float,
+        group: Any = None,
         control_group: Any = None,
     ):
         if timeout_s <= 0:
@@ -76,8 +82,9 @@ class StageLink:
         self.stage, self.stages, self.device = stage, stages, device
         self.act_shape, self.act_dtype = tuple(act_shape), act_dtype
         self.timeout = datetime.timedelta(seconds=float(timeout_s))
-        self.control_group = control_group
-        self._sends: deque[_Pending] = deque()
+        self.group, self.control_group = group, control_group
+        self._sends: deque[_Pending] = deque()      # activations / gradients
+        self._messages: deque[_Pending] = deque()   # control messages
 
     # -- waits ------------------------------------------------------------------------------
     def _wait(self, p: _Pending) -> Tensor:
@@ -95,19 +102,26 @@ class StageLink:
 
     def drain(self) -> None:
         """Wait (bounded) for every send this stage issued."""
+        self.drain_messages()
         while self._sends:
             self._wait(self._sends.popleft())
+
+    def drain_messages(self) -> None:
+        """Wait (bounded) for the control messages only (a stopped run may leave activations
+        that no stage will receive; its messages must still arrive)."""
+        while self._messages:
+            self._wait(self._messages.popleft())
 
     # -- activations (s -> s+1) and their gradients (s+1 -> s) -------------------------------
     def post_recv_activation(self, mb: int) -> _Pending:
         """Post the receive of microbatch ``mb``'s input activation from stage ``s-1``."""
         buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.device)
-        return _Pending(dist.irecv(buf, src=self.stage - 1), buf, self.stage - 1, f"the activation of microbatch {mb}")
+        return _Pending(dist.irecv(buf, src=self.stage - 1, group=self.group), buf, self.stage - 1, f"the activation of microbatch {mb}")
 
     def post_recv_gradient(self, mb: int) -> _Pending:
         """Post the receive of the gradient w.r.t. this stage's output of ``mb`` from ``s+1``."""
         buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.device)
-        return _Pending(dist.irecv(buf, src=self.stage + 1), buf, self.stage + 1, f"the gradient of microbatch {mb}")
+        return _Pending(dist.irecv(buf, src=self.stage + 1, group=self.group), buf, self.stage + 1, f"the gradient of microbatch {mb}")
 
     def wait(self, pending: _Pending) -> Tensor:
         """The received tensor of a posted receive, waiting at most ``timeout_s``."""
@@ -128,16 +142,38 @@ class StageLink:
                 f"stage {self.stage}: {what} has shape {tuple(t.shape)} {t.dtype}, the link carries "
                 f"{self.act_shape} {self.act_dtype}"
             )
-        self._sends.append(_Pending(dist.isend(t, dst=peer), t, peer, what))
+        self._sends.append(_Pending(dist.isend(t, dst=peer, group=self.group), t, peer, what))
         self._reap()
 
-    # -- control messages (statistics, to the last stage) -----------------------------------
-    def send_control(self, vec: Tensor, dst: int, what: str) -> None:
-        """Non-blocking send of a small float64 CPU vector to rank ``dst`` on the control group."""
-        v = vec.detach().to("cpu", torch.float64).contiguous()
-        self._sends.append(_Pending(dist.isend(v, dst=dst, group=self.control_group), v, dst, what))
+    # -- control messages (statistics and results, to stage 0) -------------------------------
+    def send_message(self, obj: dict, dst: int, what: str) -> None:
+        """Non-blocking send of a small JSON-able dict to rank ``dst`` on the control group."""
+        buf = encode_message(obj)
+        self._messages.append(_Pending(dist.isend(buf, dst=dst, group=self.control_group), buf, dst, what))
+        while self._messages and self._messages[0].work.is_completed():
+            self._wait(self._messages.popleft())
 
-    def post_recv_control(self, numel: int, src: int, what: str) -> _Pending:
-        """Post the receive of a float64 vector of ``numel`` entries from rank ``src``."""
-        buf = torch.empty(numel, dtype=torch.float64)
+    def post_recv_message(self, src: int, what: str) -> _Pending:
+        """Post the receive of one message from rank ``src`` (read it with :func:`decode_message`
+        on :meth:`wait`'s result)."""
+        buf = torch.empty(MESSAGE_BYTES, dtype=torch.uint8)
         return _Pending(dist.irecv(buf, src=src, group=self.control_group), buf, src, what)
+
+
+def encode_message(obj: dict) -> Tensor:
+    """``obj`` as JSON in a fixed-size uint8 buffer: 8-byte length, then UTF-8 text (floats
+    round-trip exactly; NaN/inf are kept)."""
+    data = json.dumps(obj).encode()
+    if len(data) + 8 > MESSAGE_BYTES:
+        raise ValueError(f"control message of {len(data)} bytes exceeds MESSAGE_BYTES={MESSAGE_BYTES}")
+    buf = torch.zeros(MESSAGE_BYTES, dtype=torch.uint8)
+    buf[:8] = torch.tensor(list(len(data).to_bytes(8, "little")), dtype=torch.uint8)
+    buf[8 : 8 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return buf
+
+
+def decode_message(buf: Tensor) -> dict:
+    """Inverse of :func:`encode_message`."""
+    raw = bytes(buf.tolist()) if buf.numel() < 64 else buf.numpy().tobytes()
+    n = int.from_bytes(raw[:8], "little")
+    return json.loads(raw[8 : 8 + n].decode())

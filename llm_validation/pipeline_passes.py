@@ -1,0 +1,161 @@
+"""Running a stage's action list: forwards, backwards and optimizer steps over the p2p links.
+
+:class:`StageExecutor` executes the actions of :func:`pipeline_schedule.schedule_2bw` for one
+stage. The weights of each forward/backward are given per batch (``weights(t) -> {name:
+tensor}``) and applied with ``torch.func.functional_call``, so several weight versions can be in
+flight at once while the stage module's own parameters stay the optimizer's master copy.
+Per microbatch it does exactly what ``train.forward_backward`` does for the whole model:
+forward (under the run's autocast), ``lm_loss`` on the last stage, ``(loss / scale).backward()``
+with ``scale`` the number of microbatches of the batch, gradients accumulated in microbatch
+order. On a stage boundary the received activation is a leaf whose ``.grad`` is sent back.
+
+Side passes (:meth:`StageExecutor.gradient_pass`, :meth:`StageExecutor.forward_pass`) run one
+batch through the whole pipeline with given weights, 1F1B with a flush, on their own process
+group: the gradient of the statistics at another point and the validation loss.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+from torch import Tensor
+from torch.func import functional_call
+
+from llm_validation.pipeline_comm import StageLink
+from llm_validation.pipeline_schedule import BACKWARD, FORWARD, STEP, Action, schedule_2bw
+from llm_validation.pipeline_stage import StageSetup
+
+__all__ = ["StageExecutor", "detached_leaves"]
+
+Weights = dict[str, Tensor]
+
+
+def detached_leaves(params: dict[str, Tensor]) -> Weights:
+    """Leaves sharing storage with ``params`` (no copy) whose ``.grad`` collects a side pass."""
+    return {n: p.detach().requires_grad_(True) for n, p in params.items()}
+
+
+class StageExecutor:
+    """Executes action lists for one stage (see the module docstring).
+
+    ``link``: the training stream's link; ``side``: the side passes' link (another group).
+    ``heartbeat``: called once per action (watchdog).
+    """
+
+    def __init__(self, setup: StageSetup, link: StageLink, side: StageLink,
+                 heartbeat: Callable[[], None]) -> None:
+        self.setup, self.link, self.side, self.heartbeat = setup, link, side, heartbeat
+
+    def _forward(self, link: StageLink, weights: Weights, mb: int, x: Tensor | None,
+                 target: Tensor | None, grad: bool) -> tuple[Tensor, Tensor]:
+        """Forward of microbatch ``mb``; returns (stage input, output or loss)."""
+        s = self.setup
+        if x is None:  # not the first stage: the activation of the previous one
+            x = link.wait(link.post_recv_activation(mb))
+            if grad:
+                x.requires_grad_(True)
+        with s.autocast():
+            out = functional_call(s.module, weights, (x,))
+        if s.is_last:
+            return x, s.loss(out, target)
+        link.send_activation(out, mb)
+        return x, out
+
+    def run(self, acts: Sequence[Action], *, weights: Callable[[int], Weights],
+            inputs: Callable[[int], Tensor | None], targets: Callable[[int], Tensor | None],
+            scale: int, link: StageLink | None = None,
+            on_loss: Callable[[int, Tensor], None] | None = None,
+            on_backward: Callable[[Action], None] | None = None,
+            on_step: Callable[[Action], bool] | None = None,
+            after_step: Callable[[Action], None] | None = None,
+            defer_grad: Callable[[int], bool] = lambda t: False) -> bool:
+        """Execute ``acts``. ``inputs(mb)`` / ``targets(mb)``: microbatch data of the first / last
+        stage; ``on_loss(mb, loss)`` on the last stage after each forward; ``on_backward(a)``
+        after each backward; ``on_step(a)`` at each step action, returning False to stop the run
+        there; ``after_step(a)`` once the gradients held back are sent. ``defer_grad(t)``: hold
+        the input gradient of the last microbatch of batch t until after ``on_step`` (a
+        checkpoint: see pipeline_2bw). Returns False if stopped."""
+        link = self.link if link is None else link
+        s = self.setup
+        stash: dict[int, tuple[Tensor, Tensor]] = {}
+        held: list[tuple[Tensor, int]] = []
+        for a in acts:
+            self.heartbeat()
+            if a.kind == FORWARD:
+                x, y = self._forward(link, weights(a.batch), a.mb,
+                                     inputs(a.mb) if s.is_first else None,
+                                     targets(a.mb) if s.is_last else None, grad=True)
+                if s.is_last and on_loss is not None:
+                    on_loss(a.mb, y)
+                stash[a.mb] = (x, y)
+            elif a.kind == BACKWARD:
+                x, y = stash.pop(a.mb)
+                if s.is_last:
+                    (y / scale).backward()
+                else:
+                    g = link.wait(link.post_recv_gradient(a.mb))
+                    torch.autograd.backward(y, g)
+                if on_backward is not None:
+                    on_backward(a)
+                if not s.is_first:
+                    last_of_batch = (a.mb + 1) % scale == 0
+                    if last_of_batch and defer_grad(a.batch):
+                        held.append((x.grad, a.mb))
+                    else:
+                        link.send_gradient(x.grad, a.mb)
+            elif a.kind == STEP:
+                go = True if on_step is None else on_step(a)
+                for g, mb in held:
+                    link.send_gradient(g, mb)
+                held.clear()
+                if not go:
+                    return False
+                if after_step is not None:
+                    after_step(a)
+        return True
+
+    # ----------------------------------------------------------------------- side passes
+    def _count(self, count: int, data: list[Tensor] | None) -> None:
+        s = self.setup
+        if (s.is_first or s.is_last) and (data is None or len(data) != count):
+            raise ValueError(f"stage {s.stage}: side pass of {count} microbatches got "
+                             f"{None if data is None else len(data)}")
+
+    def gradient_pass(self, weights: Weights, count: int, data: list[Tensor] | None
+                      ) -> tuple[list[Tensor], list[Tensor] | None]:
+        """One batch of ``count`` microbatches (>= P) through the pipeline with ``weights``
+        (``detached_leaves``: their ``.grad`` receive the gradient), as
+        ``train.forward_backward`` does; ``data``: the inputs on stage 0, the targets on the
+        last stage, else None. Returns (this stage's gradients in ``setup.names`` order, the
+        microbatch losses on the last stage else None)."""
+        s = self.setup
+        self._count(count, data)
+        losses: list[Tensor] = []
+        acts = [a for a in schedule_2bw(s.stage, s.stages, count, 1) if a.kind != STEP]
+        self.run(acts, weights=lambda t: weights, scale=count, link=self.side,
+                 inputs=lambda mb: data[mb], targets=lambda mb: data[mb],
+                 on_loss=lambda mb, loss: losses.append(loss.detach()))
+        self.side.drain()
+        grads = []
+        for n in s.names:
+            w = weights[n]
+            grads.append(w.grad if w.grad is not None else torch.zeros_like(w))
+            w.grad = None
+        return grads, (losses if s.is_last else None)
+
+    @torch.no_grad()
+    def forward_pass(self, weights: Weights, count: int, data: list[Tensor] | None
+                     ) -> list[Tensor] | None:
+        """Forward only (validation): the microbatch losses on the last stage, else None."""
+        s = self.setup
+        self._count(count, data)
+        losses = []
+        for mb in range(count):
+            self.heartbeat()
+            _, y = self._forward(self.side, weights, mb, data[mb] if s.is_first else None,
+                                 data[mb] if s.is_last else None, grad=False)
+            if s.is_last:
+                losses.append(y.detach())
+        self.side.drain()
+        return losses if s.is_last else None
