@@ -314,7 +314,8 @@ def run(
             y, gy = x, gx
         else:
             slot = torch.clamp(k - taus, min=0) % (t_max + 1)
-            y = ring[slot, rows]
+            # index_select on the flattened ring: far faster than ring[slot, rows].
+            y = ring.view(-1, *shape).index_select(0, slot * B + rows)
             gy = problem.grad(y)
         xi = noise.at(k)
         g = gy if xi is None else gy + xi
