@@ -178,7 +178,7 @@ class _Probe:
 
     def before_step(self, step: int, x: Tensor, y: Tensor, loss: float) -> dict[str, Any]:
         opt, params, run = self.opt, self.opt.params, self.cfg.run
-        have_prev = self.prev_step == step - 1
+        have_prev = step > 0 and self.prev_step == step - 1
         g_read = [p.grad for p in params]
         out: dict[str, Any] = {"partials": stats.grad_partials(g_read, self.geoms)}
         part = out["partials"]
@@ -210,10 +210,10 @@ class _Probe:
         return out
 
     def after_step(self, step: int, pre: dict[str, Any] | None) -> dict[str, float]:
+        """Partials that need the step's updates; remembers v_t and dx_t for step t + 1."""
         opt = self.opt
         part: dict[str, float] = {}
         if pre is not None:
-            part = pre["partials"]
             dx, v = opt.last_update, opt.last_base_update
             part.update(stats.update_partials(dx, self.geoms, v, pre["v_prev"]))
             part.update(stats.fresh_partials(dx, v, pre["v_fresh"]))
@@ -336,11 +336,10 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                 print(f"[train] {message}", file=sys.stderr, flush=True)
                 break
             pre = probe.before_step(step, x, y, loss) if active else None
-            if not active:
-                part = stats.grad_partials([p.grad for p in opt.params])
-            opt.step(record=probe.record(step))
+            part = pre["partials"] if pre else stats.grad_partials([p.grad for p in opt.params])
+            opt.step(record=probe.record(step))                                  # W(t+1)
             opt.zero_grad()
-            part = probe.after_step(step, pre) if active else part
+            part.update(probe.after_step(step, pre))
             if noise is not None:
                 part.update(noise.partials())
             row = stats.finalize(part, step=step, loss=loss, lr=cfg.optim.lr * factor,
