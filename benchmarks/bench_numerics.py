@@ -1,0 +1,126 @@
+"""Batched vs naive (per-configuration Python loop) runs of the reference grid, plus Newton-Schulz
+vs SVD at 1024 x 1024.
+
+Reference grid (issue 3): 5 problems x tau {0,1,2,4,8} x 4 eta x 3 alpha x (sigma = 0, plus
+sigma > 0 with 16 seeds), K = 6000 steps: 5 x 5 x 4 x 3 x 17 = 5100 runs. The batched runner does
+one call per problem (B = 1020). The naive loop is timed on a subset of runs per problem (the full
+naive grid would take hours) and extrapolated per problem as measured-per-run-time x runs; the
+JSON says so (``naive_extrapolated: true``).
+
+Usage: ``python benchmarks/bench_numerics.py --json [--steps K] [--seeds S] [--naive-runs N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+
+from numerics.methods import RunConfig, run, run_naive
+from numerics.norms import newton_schulz, newton_schulz_inexactness
+from numerics.problems import make_problem
+
+__all__ = ["reference_grid", "main", "GRID_PROBLEMS", "TAUS", "ETAS", "ALPHAS", "SIGMA"]
+
+#: (family, size) of the five grid problems.
+GRID_PROBLEMS = (("quadratic_l2", 16), ("quadratic_linf", 12), ("matrix_ls", 3), ("angular", 8), ("pl_sine", 16))
+TAUS = (0, 1, 2, 4, 8)
+ETAS = (0.005, 0.01, 0.02, 0.05)
+ALPHAS = (0.05, 0.2, 1.0)
+#: Noise level of the stochastic half of the grid.
+SIGMA = 0.5
+#: Series recorded by both runners (the gap is what the rate plots and gap tables use).
+RECORD = ("gap", "grad_norm")
+
+
+def reference_grid(seeds: int = 16) -> list[RunConfig]:
+    """The per-problem configuration list: every (tau, eta, alpha) once with sigma = 0 and
+    ``seeds`` times with sigma = SIGMA."""
+    out = []
+    for tau in TAUS:
+        for eta in ETAS:
+            for alpha in ALPHAS:
+                out.append(RunConfig(tau=tau, eta=eta, alpha=alpha))
+                out.extend(RunConfig(tau=tau, eta=eta, alpha=alpha, sigma=SIGMA, seed=s) for s in range(seeds))
+    return out
+
+
+def _ns_vs_svd(n: int, reps: int) -> dict:
+    gen = torch.Generator().manual_seed(0)
+    g = torch.randn(n, n, generator=gen, dtype=torch.float32)
+    newton_schulz(g)  # warm-up
+    t = time.perf_counter()
+    for _ in range(reps):
+        newton_schulz(g)
+    ns_s = (time.perf_counter() - t) / reps
+    t = time.perf_counter()
+    for _ in range(reps):
+        u, _, vh = torch.linalg.svd(g, full_matrices=False)
+        _ = u @ vh
+    svd_s = (time.perf_counter() - t) / reps
+    inex = newton_schulz_inexactness(g)
+    return {"size": n, "dtype": "float32", "newton_schulz_s": ns_s, "svd_s": svd_s,
+            "svd_over_ns": svd_s / ns_s, "ns_inexactness": inex}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--steps", type=int, default=6000, help="K per run (reference: 6000)")
+    ap.add_argument("--seeds", type=int, default=16, help="seeds of the sigma > 0 half (reference: 16)")
+    ap.add_argument("--naive-runs", type=int, default=2, help="naive runs timed per problem")
+    ap.add_argument("--ns-size", type=int, default=1024, help="matrix size of the NS vs SVD timing")
+    ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads (reference: 2 cores)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    grid = reference_grid(args.seeds)
+    per_problem = []
+    batched_total = naive_total = 0.0
+    for family, size in GRID_PROBLEMS:
+        p = make_problem(family, size, 0)
+        t = time.perf_counter()
+        traj = run(p, grid, args.steps, record=RECORD)
+        b_s = time.perf_counter() - t
+        # Naive: spread the timed runs over the grid (different tau, alpha, sigma).
+        stride = max(1, len(grid) // max(args.naive_runs, 1))
+        subset = grid[::stride][: args.naive_runs]
+        t = time.perf_counter()
+        singles = run_naive(p, subset, args.steps, record=RECORD)
+        n_s = (time.perf_counter() - t) / len(subset)
+        # The two runners must agree (bitwise: every op is row-wise).
+        idx = [grid.index(c) for c in subset]
+        agree = all(torch.equal(s["gap"][:, 0], traj["gap"][:, i]) for s, i in zip(singles, idx))
+        per_problem.append({"problem": p.name, "batched_s": b_s, "naive_per_run_s": n_s,
+                            "naive_extrapolated_s": n_s * len(grid), "runs": len(grid),
+                            "naive_matches_batched_bitwise": agree})
+        batched_total += b_s
+        naive_total += n_s * len(grid)
+        print(f"[bench_numerics] {p.name}: batched {b_s:.1f}s, naive {n_s:.3f}s/run", file=sys.stderr)
+
+    out = {
+        "speedup": naive_total / batched_total,
+        "batched_s": batched_total,
+        "grid_runs": len(grid) * len(GRID_PROBLEMS),
+        "naive_s": naive_total,
+        "naive_extrapolated": True,
+        "naive_note": (f"naive loop timed on {args.naive_runs} runs per problem at the full K and "
+                       "extrapolated as per-run time x runs"),
+        "steps": args.steps,
+        "threads": torch.get_num_threads(),
+        "record": list(RECORD),
+        "per_problem": per_problem,
+        "newton_schulz_vs_svd": _ns_vs_svd(args.ns_size, reps=3),
+    }
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"speedup {out['speedup']:.1f}x, batched {batched_total:.1f}s for {out['grid_runs']} runs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""Check theory's bounds on simulated trajectories: ``verify(theorem, problem, config, steps)``.
+
+For each theorem of ``theory.THEOREMS`` that has a simulation spec (:data:`SPECS`), a run of the
+method the theorem is about is compared with the theorem's bound at EVERY step (anytime bounds),
+evaluating theory's own sympy expression (vectorised with ``sympy.lambdify`` and cross-checked
+against ``Theorem.evaluate`` at the worst step):
+
+- deterministic runs (sigma = 0): the observed quantity must be <= bound (+ :data:`ABS_TOL`);
+- stochastic runs (sigma > 0): the bounds are on expectations; the observed value is the mean
+  over ``seeds`` independent runs, and a violation is declared only when
+  ``mean - Z_MARGIN * standard_error > bound`` (a one-sided z-test at every step);
+- pathwise statements (the one-step recursions, the geometry lemma, the PL invariant, the
+  deterministic part of the momentum error) are checked per path with no statistical margin.
+
+``ratio`` is ``max_k observed_k / bound_k`` (with the plain mean), the tightness figure.
+:func:`verify_batch` runs many configurations of one problem in one batched call;
+:func:`sweep` groups instances by problem and calls it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import sympy
+import torch
+
+from numerics.methods import RunConfig, Trajectory, run
+from numerics.problems import Problem
+from numerics.specs import SPECS, Spec
+
+__all__ = [
+    "Verdict",
+    "verify",
+    "verify_batch",
+    "sweep",
+    "Z_MARGIN",
+    "ABS_TOL",
+    "REL_TOL",
+    "DEFAULT_SEEDS",
+    "get_theorem",
+]
+
+#: One-sided statistical margin for expectation bounds: the seed mean may exceed the bound by
+#: at most Z_MARGIN standard errors (4 sigma: a false alarm probability ~3e-5 per step under a
+#: normal approximation, and the steps are strongly correlated).
+Z_MARGIN = 4.0
+#: Absolute round-off allowance on O(1)-scaled float64 quantities accumulated over <= 1e4 steps.
+ABS_TOL = 1e-9
+#: Relative round-off allowance (the bound side), for quantities far from 1.
+REL_TOL = 1e-9
+#: Seeds per configuration for sigma > 0.
+DEFAULT_SEEDS = 8
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """Outcome of checking one theorem on one (problem, configuration)."""
+
+    theorem: str
+    """Theorem name."""
+    problem: str
+    """Problem name."""
+    config: RunConfig
+    """The configuration (its seed is the first of ``seeds`` consecutive seeds)."""
+    bound: float
+    """The bound at the step where observed/bound is largest."""
+    observed: float
+    """The observed value (seed mean) at that step."""
+    ratio: float
+    """max over steps of observed / bound (observed: seed mean; with sigma > 0 this includes
+    sampling noise and can exceed 1 without a violation)."""
+    ratio_lower: float
+    """max over steps of (observed - Z_MARGIN * standard error) / bound: the statistically
+    supported ratio (the bound holds when this is <= 1)."""
+    ratio_tail: float
+    """max of observed / bound over the second half of the steps (the floor's tightness; early
+    steps of anytime bounds are nearly tight by construction, e.g. r_1 vs (1-beta) r_0 + ...)."""
+    holds: bool
+    """True when the bound (with the statistical margin) and every pathwise check hold."""
+    step: int
+    """The step index (K or k) of the worst ratio."""
+    seeds: int
+    """Number of seeds averaged (1 when sigma = 0)."""
+    pathwise: dict[str, float] = field(default_factory=dict)
+    """Pathwise check name -> smallest slack over steps and seeds (>= -tolerance: holds)."""
+    params: dict[str, float] = field(default_factory=dict)
+    """The theorem's parameter values at the worst step."""
+    reason: str = ""
+    """Empty when it holds; otherwise what failed, with numbers."""
+
+    def as_dict(self) -> dict:
+        return {"theorem": self.theorem, "problem": self.problem, "config": vars(self.config),
+                "bound": self.bound, "observed": self.observed, "ratio": self.ratio,
+                "ratio_lower": self.ratio_lower, "ratio_tail": self.ratio_tail,
+                "holds": self.holds, "step": self.step, "seeds": self.seeds,
+                "pathwise": self.pathwise, "params": self.params, "reason": self.reason}
+
+
+def get_theorem(theorem):
+    """``theory.THEOREMS[name]`` (or the Theorem itself)."""
+    if not isinstance(theorem, str):
+        return theorem
+    from theory import THEOREMS
+
+    if theorem not in THEOREMS:
+        raise ValueError(f"theorem={theorem!r} is not one of {sorted(THEOREMS)}")
+    return THEOREMS[theorem]
+
+
+_LAMBDA_CACHE: dict[tuple[str, str], object] = {}
+
+
+def _vector_bound(thm, values: dict[str, np.ndarray | float]) -> np.ndarray:
+    key = (thm.name, sympy.srepr(thm.bound))
+    fn = _LAMBDA_CACHE.get(key)
+    if fn is None:
+        fn = sympy.lambdify(list(thm.parameters.values()), thm.bound, modules="numpy")
+        _LAMBDA_CACHE[key] = fn
+    args = []
+    for name in thm.parameters:
+        if name in values:
+            args.append(values[name])
+        else:
+            fixed = thm.domains[name].fixed_value
+            if fixed is None:
+                raise ValueError(f"{thm.name}: no value for parameter {name!r}")
+            args.append(fixed)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        out = np.asarray(fn(*args), dtype=np.float64)
+    return out
+
+
+def _at(values: dict, j: int) -> dict:
+    return {n: (float(v[j]) if isinstance(v, np.ndarray) and v.ndim else
+                (int(v) if isinstance(v, (int, np.integer)) else float(v)))
+            for n, v in values.items()}
+
+
+def verify_batch(
+    theorem, problem: Problem, configs: Sequence[RunConfig], steps: int, *,
+    seeds: int = DEFAULT_SEEDS,
+) -> list[Verdict]:
+    """Verdicts for several configurations of one problem, simulated in one batched run.
+
+    A configuration with sigma > 0 is run with seeds ``seed, seed+1, ..., seed+seeds-1``.
+    Raises ``ValueError`` when the theorem has no simulation spec or a configuration does not
+    satisfy the theorem's assumptions (the message says which).
+    """
+    thm = get_theorem(theorem)
+    spec: Spec | None = SPECS.get(thm.name)
+    if spec is None:
+        raise ValueError(f"theorem {thm.name!r} has no simulation spec (have {sorted(SPECS)})")
+    if not isinstance(steps, int) or steps < 2:
+        raise ValueError(f"steps={steps!r} must be an int >= 2")
+    for c in configs:
+        why = spec.applies(problem, c)
+        if why:
+            raise ValueError(f"{thm.name} does not apply to {problem.name} with {c}: {why}")
+    runs, owner = [], []
+    for i, c in enumerate(configs):
+        n = seeds if c.sigma > 0 else 1
+        for s in range(n):
+            runs.append(RunConfig(**{**vars(c), "seed": c.seed + s}))
+            owner.append(i)
+    traj = run(problem, runs, steps, method=spec.method, ef=spec.ef, record=spec.record)
+    owner_t = torch.tensor(owner)
+    out = []
+    for i, c in enumerate(configs):
+        cols = (owner_t == i).nonzero().flatten()
+        out.append(_judge(thm, spec, problem, c, traj, cols))
+    return out
+
+
+def _ratio(obs: np.ndarray, bound: np.ndarray, finite: np.ndarray) -> np.ndarray:
+    """observed / bound; where the bound is 0 the ratio is 0 if observed <= ABS_TOL, else inf."""
+    safe = np.where(bound > 0, bound, 1.0)
+    r = np.where(bound > 0, obs / safe, np.where(obs <= ABS_TOL, 0.0, np.inf))
+    return np.where(finite, r, np.inf)
+
+
+def _judge(thm, spec: Spec, problem: Problem, c: RunConfig, traj: Trajectory, cols: torch.Tensor) -> Verdict:
+    obs_paths, ks = spec.observed(traj, cols)  # (n_k, S), (n_k,)
+    s_count = obs_paths.shape[1]
+    if spec.expectation:
+        obs = obs_paths.mean(dim=1).numpy()
+        se = (obs_paths.std(dim=1) / math.sqrt(s_count)).numpy() if s_count > 1 else np.zeros_like(obs)
+    else:  # a pathwise statement: every path, no statistical margin
+        obs = obs_paths.max(dim=1).values.numpy()
+        se = np.zeros_like(obs)
+    values = spec.values(problem, c, traj, cols, ks)
+    bound = _vector_bound(thm, values)
+    bound = np.broadcast_to(bound, obs.shape)
+    finite = np.isfinite(obs) & np.isfinite(bound)
+    ratio = _ratio(obs, bound, finite)
+    ratio_lower = _ratio(obs - Z_MARGIN * se, bound, finite)
+    j = int(np.argmax(ratio))
+    tail = ks >= ks[0] + (ks[-1] - ks[0]) / 2
+    excess = obs - Z_MARGIN * se - bound * (1 + REL_TOL) - ABS_TOL
+    bad = ~finite | (excess > 0)
+    reasons = []
+    if bad.any():
+        jb = int(np.argmax(np.where(bad, np.where(np.isfinite(excess), excess, np.inf), -np.inf)))
+        reasons.append(f"bound violated at step {int(ks[jb])}: observed {obs[jb]:.6g} "
+                       f"(se {se[jb]:.3g}) > bound {bound[jb]:.6g}")
+    # Cross-check the vectorised bound against Theorem.evaluate at the worst step.
+    params = _at(values, j)
+    params = {n: v for n, v in params.items() if n in thm.parameters}
+    ref = thm.evaluate(**params)
+    if not math.isclose(ref, float(bound[j]), rel_tol=1e-9, abs_tol=1e-12):
+        raise RuntimeError(f"{thm.name}: lambdified bound {bound[j]!r} != evaluate() {ref!r} at {params}")
+    pathwise = spec.pathwise(problem, c, traj, cols)
+    for name, slack in pathwise.items():
+        if not slack >= -ABS_TOL:
+            reasons.append(f"pathwise check {name} fails: min slack {slack:.3g}")
+    return Verdict(
+        theorem=thm.name, problem=problem.name, config=c, bound=float(bound[j]),
+        observed=float(obs[j]), ratio=float(ratio[j]), ratio_lower=float(ratio_lower.max()),
+        ratio_tail=float(ratio[tail].max()), holds=not reasons, step=int(ks[j]),
+        seeds=s_count, pathwise=pathwise, params=params, reason="; ".join(reasons),
+    )
+
+
+def verify(theorem, problem: Problem, config: RunConfig, steps: int, *, seeds: int = DEFAULT_SEEDS) -> Verdict:
+    """Check ``theorem`` on one configuration (see :func:`verify_batch`)."""
+    return verify_batch(theorem, problem, [config], steps, seeds=seeds)[0]
+
+
+def sweep(theorem, instances: Sequence[tuple[Problem, RunConfig]], steps: int, *,
+          seeds: int = DEFAULT_SEEDS, batch: int = 256, progress=None) -> list[Verdict]:
+    """Verdicts for many (problem, configuration) instances, batched per problem (at most
+    ``batch`` configurations per call); ``progress(done, total)`` is called after each batch.
+    Verdicts come back in instance order."""
+    groups: dict[int, list[int]] = {}
+    problems: dict[int, Problem] = {}
+    for i, (p, _) in enumerate(instances):
+        groups.setdefault(id(p), []).append(i)
+        problems[id(p)] = p
+    out: list[Verdict | None] = [None] * len(instances)
+    done = 0
+    for key, idx in groups.items():
+        for start in range(0, len(idx), batch):
+            chunk = idx[start:start + batch]
+            verdicts = verify_batch(theorem, problems[key], [instances[i][1] for i in chunk], steps, seeds=seeds)
+            for i, v in zip(chunk, verdicts):
+                out[i] = v
+            done += len(chunk)
+            if progress is not None:
+                progress(done, len(instances))
+    return out  # type: ignore[return-value]
