@@ -1,0 +1,63 @@
+"""`delaybound train`: one-line errors for bad input, a JSON summary, --resume extension."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from delaybound.cli import main
+
+SMALL_RUN = ["train", "--preset", "tiny", "--seq-len", "16", "--batch-size", "2",
+             "--eval-batches", "1", "--stats-interval", "0", "--quiet"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--optimizer", "lion"], "invalid choice"),
+    (["--delay", "-1"], "tau"),
+    (["--ef", "nan"], "ef_lambda"),
+    (["--microbatches", "0"], "microbatches"),
+    (["--batch-size", "3", "--microbatches", "2"], "divisible"),
+    (["--data", "/nonexistent/corpus.txt"], "/nonexistent/corpus.txt"),
+    (["--stage-taus", "2,x"], "stage taus"),
+    (["--pipeline", "gpipe", "--stages", "2", "--delay", "1"], "synchronous"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
+    try:
+        code = main([*SMALL_RUN, "--steps", "1", "--out", str(tmp_path / "r"), *args])
+    except SystemExit as exc:          # argparse's own errors (choices, types)
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert needle in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()             # nothing was started
+
+
+def test_argparse_errors_exit_2_in_a_subprocess(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "delaybound", *SMALL_RUN, "--optimizer", "lion",
+                           "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "delaybound", *SMALL_RUN, "--delay", "-2",
+                           "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "tau=-2" in proc.stderr
+
+
+def test_json_summary_and_resume_extension(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    assert main([*SMALL_RUN, "--steps", "2", "--delay", "1", "--ef", "1", "--out", out,
+                 "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["status"] == "completed" and first["steps"] == 2
+    # only --resume, --steps and --out: the rest comes from the saved config.json
+    assert main(["train", "--resume", "--steps", "3", "--out", out, "--quiet", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["steps"] == 3 and second["tokens"] == 3 * 2 * 16
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["delay"]["tau"] == 1 and saved["delay"]["ef_lambda"] == 1.0
+    assert saved["meta"]["resumed_from_step"] == 2
+    assert main(["train", "--resume", "--steps", "3", "--optimizer", "sgd", "--out", out,
+                 "--quiet"]) == 2
+    assert "optim.name" in capsys.readouterr().err
