@@ -233,6 +233,7 @@ def run_worker(
         _write_fault(run_dir, rank, {"stage": rank, "peer": exc.peer, "kind": exc.kind,
                                      "message": str(exc), "time": time.time()})
         print(f"FAILED: {exc}", file=sys.stderr, flush=True)
+        traceback.print_exc()
         raise
     except BaseException as exc:
         _write_fault(run_dir, rank, {"stage": rank, "peer": None, "kind": "error",
@@ -320,9 +321,15 @@ def _blame(exitcodes: dict[int, int | None], killed: set[int], faults: dict[int,
         return f["stage"], f"stage {f['stage']} failed: {f['message']}"
     for kind, why in (("timeout", "hung"), ("lost", "lost its connection")):
         rep = sorted((f for f in faults.values() if f.get("kind") == kind), key=lambda f: f["time"])
-        if rep:
-            peer = rep[0]["peer"]
-            return peer, f"stage {peer} {why}: {rep[0]['message']}"
+        named = [f for f in rep if f.get("peer") is not None]
+        if named:
+            peer = named[0]["peer"]
+            return peer, f"stage {peer} {why}: {named[0]['message']}"
+        if rep:  # the peer is unknown (torch's schedules): the stage that was silent to the end
+            silent = sorted(r for r in killed if r not in faults)
+            if len(silent) == 1:
+                return silent[0], f"stage {silent[0]} {why}: {rep[0]['message']}"
+            return None, f"a stage {why} (stages {silent} never reported): {rep[0]['message']}"
     return None, "a stage failed for an unknown reason"
 
 

@@ -174,16 +174,13 @@ class StageRun:
         Returns (partials, f_x of the side pass on the last stage of an active 2BW step)."""
         opt, probe = self.setup.opt, self.probe
         set_lr(opt, lr_factor(t, self.cfg.optim, self.N))
-        active = probe.active(t)
         aux = self.aux.pop(t, {})
-        if active:
-            pre = probe.before_step(t, read_point, aux.get("other", other), aux.get("big"))
-        else:
-            part = stats.grad_partials([p.grad for p in opt.params])
-        opt.step(record=probe.record(t))
+        pre = probe.before_step(t, read_point, aux.get("other", other), aux.get("big")) \
+            if probe.active(t) else None
+        part = pre["partials"] if pre else stats.grad_partials([p.grad for p in opt.params])
+        opt.step(record=probe.record(t))                          # W(t+1)
         opt.zero_grad()
-        if active:
-            part = probe.after_step(t, pre)
+        part.update(probe.after_step(t, pre))
         if noise is not None:
             part.update(noise.partials())
         return part, aux.get("f_x")

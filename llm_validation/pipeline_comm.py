@@ -36,10 +36,11 @@ MESSAGE_BYTES = 16384
 class StageFailure(RuntimeError):
     """A wait on ``peer`` failed on ``stage``: ``kind`` is ``"lost"`` or ``"timeout"``."""
 
-    def __init__(self, stage: int, peer: int, kind: str, what: str, detail: str):
+    def __init__(self, stage: int, peer: int | None, kind: str, what: str, detail: str):
         self.stage, self.peer, self.kind, self.what = stage, peer, kind, what
         verb = "timed out waiting for" if kind == TIMEOUT else "lost the connection while waiting for"
-        super().__init__(f"stage {stage} {verb} {what} from stage {peer}: {detail}")
+        who = f"stage {peer}" if peer is not None else "a neighbouring stage"
+        super().__init__(f"stage {stage} {verb} {what} from {who}: {detail}")
 
 
 def _is_timeout(exc: BaseException) -> bool:

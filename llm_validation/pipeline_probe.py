@@ -79,7 +79,7 @@ class StageProbe:
         return self.active(step) and k > 0 and step % k == 0
 
     def have_prev(self, step: int) -> bool:
-        return self.prev_step == step - 1
+        return step > 0 and self.prev_step == step - 1
 
     def other_point(self, step: int) -> list[Tensor] | None:
         """tau = 0: the point W(t-1) whose same-batch gradient the pair statistics need."""
@@ -114,18 +114,21 @@ class StageProbe:
             out["big_grad"] = big_grad
         return out
 
-    def after_step(self, step: int, pre: dict[str, Any]) -> dict[str, float]:
-        """Partials that need the applied update (call after ``opt.step(record=...)``)."""
+    def after_step(self, step: int, pre: dict[str, Any] | None) -> dict[str, float]:
+        """Call after every ``opt.step(record=self.record(step))``: the partials that need the
+        applied update (active steps, ``pre`` from :meth:`before_step`; else none), and the
+        bookkeeping of v_t and dx_t for step t + 1."""
         opt, geoms = self.setup.opt, self.setup.geoms
-        part = pre["partials"]
-        dx, v = opt.last_update, opt.last_base_update
-        part.update(stats.update_partials(dx, geoms, v, pre["v_prev"]))
-        part.update(stats.fresh_partials(dx, v, pre["v_fresh"]))
-        if "big_grad" in pre:
-            mom = normalized_momentum(opt.optimizer, opt.t)
-            if len(mom) == len(opt.params):
-                m = [mom[id(p)] for p in opt.params]
-                part.update(stats.momentum_partials(m, pre["big_grad"], geoms))
+        part: dict[str, float] = {}
+        if pre is not None:
+            dx, v = opt.last_update, opt.last_base_update
+            part.update(stats.update_partials(dx, geoms, v, pre["v_prev"]))
+            part.update(stats.fresh_partials(dx, v, pre["v_fresh"]))
+            if "big_grad" in pre:
+                mom = normalized_momentum(opt.optimizer, opt.t)
+                if len(mom) == len(opt.params):
+                    m = [mom[id(p)] for p in opt.params]
+                    part.update(stats.momentum_partials(m, pre["big_grad"], geoms))
         if self.record(step):
             self.prev_base, self.prev_applied, self.prev_step = \
                 opt.last_base_update, opt.last_update, step
