@@ -236,3 +236,27 @@ def test_bad_input_and_misuse():
     other = DelayedOptimizer(_fresh("adamw")[1], tau=2)
     with pytest.raises(ValueError, match="delays"):
         other.load_state_dict(opt.state_dict())
+
+
+def test_chunked_ef_loops_equal_whole_tensor_formulas_bitwise():
+    """Tensors larger than EF_CHUNK are processed in slices: still exactly the formulas."""
+    from llm_validation.delay import EF_CHUNK
+    from numerics.update_rules import ef_correct, grad_ef_mix
+
+    gen = torch.Generator().manual_seed(0)
+    n = 3 * EF_CHUNK + 123
+    p = torch.nn.Parameter(torch.randn(n, generator=gen))
+    before = p.detach() - 0.01 * torch.randn(n, generator=gen)
+    ef = UpdateErrorFeedback([p], 0.7)
+    ef.v_prev[0].copy_(torch.randn(n, generator=gen))
+    v = p.detach() - before
+    expected = ef_correct(p.detach(), v, ef.v_prev[0].clone(), 0.7)
+    ef.apply([before])
+    assert torch.equal(p.detach(), expected) and torch.equal(ef.v_prev[0], v)
+    gef = GradErrorFeedback([p], 0.4)
+    g0, g1 = torch.randn(n, generator=gen), torch.randn(n, generator=gen)
+    p.grad = g0.clone()
+    gef.mix()
+    p.grad = g1.clone()
+    gef.mix()
+    assert torch.equal(p.grad, grad_ef_mix(g1, g0, 0.4)) and torch.equal(gef.g_prev[0], g1)

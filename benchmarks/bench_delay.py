@@ -1,0 +1,167 @@
+"""Cost of the exact delay emulation: step time of plain vs delayed (tau = 1) vs delayed + EF
+(tau = 1, lam = 1), and the wrapper's measured extra memory.
+
+Method: three models with the same initialisation and three optimizers are built once; every
+repetition times one full training step (forward, backward, optimizer step, zero_grad) of each
+variant on the same batch, in a rotating order (interleaved, so machine-load drifts hit all
+three alike); the medians over repetitions are compared. Overheads are fractions:
+``median(variant) / median(plain) - 1``. The optimizer-step part alone is timed too. Memory is
+counted, not sampled: the bytes of the wrapper's persistent buffers (``extra_buffers``) divided
+by the bytes of one copy of the parameters (goal: exactly tau, plus one with EF).
+
+On a CUDA machine (``--gpu``, default when CUDA is available) it also reports tokens/s and MFU
+of ``smollm-135m`` in bf16 autocast for the three variants (MFU = 6 N + 12 L C T FLOPs per
+token over the GPU's dense bf16 peak, from a small table of known GPUs).
+
+Usage: ``python benchmarks/bench_delay.py --json [--preset small] [--reps 15]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from contextlib import nullcontext
+
+import torch
+
+from llm_validation.config import DataConfig, OptimConfig, preset
+from llm_validation.data import WindowSampler, load_corpus
+from llm_validation.delay import DelayedOptimizer
+from llm_validation.model import Transformer, lm_loss
+from llm_validation.optim import build_optimizer
+
+__all__ = ["main", "measure", "VARIANTS", "PEAK_BF16_TFLOPS"]
+
+#: (name, tau, lam) of the three variants.
+VARIANTS = (("plain", None, 0.0), ("delay", 1, 0.0), ("ef", 1, 1.0))
+#: Dense bf16 peak (TFLOP/s) by substring of the CUDA device name.
+PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
+
+
+def _build(model_name: str, optimizer: str, lr: float, tau: int | None, lam: float,
+           device: torch.device):
+    cfg = preset(model_name)
+    if cfg.vocab_size != 256:                         # byte-level corpus
+        cfg = dataclasses.replace(cfg, vocab_size=256)
+    model = Transformer(cfg, seed=0).to(device)
+    base = build_optimizer(model, OptimConfig(name=optimizer, lr=lr, schedule="constant"))
+    opt = base if tau is None else DelayedOptimizer(base, tau=tau, ef_lambda=lam)
+    return model, opt
+
+
+def _step(model, opt, x, y, ctx) -> float:
+    """One training step; returns the seconds spent in opt.step()."""
+    block = opt.delayed_weights() if isinstance(opt, DelayedOptimizer) else nullcontext()
+    with block:
+        with ctx():
+            loss = lm_loss(model(x), y)
+        loss.backward()
+    _sync(x.device)
+    t = time.perf_counter()
+    opt.step()
+    _sync(x.device)
+    dt = time.perf_counter() - t
+    opt.zero_grad()
+    return dt
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(model_name: str = "small", optimizer: str = "adamw", batch_size: int = 8,
+            seq_len: int = 128, reps: int = 15, warmup: int = 2, device: str = "cpu",
+            bf16: bool = False, lr: float = 1e-3) -> dict:
+    """Interleaved timing of the three variants; see the module docstring."""
+    dev = torch.device(device)
+    ctx = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if bf16 else nullcontext
+    corpus = load_corpus(DataConfig(seq_len=seq_len))
+    sampler = WindowSampler(corpus.train, batch_size, seq_len, seed=0)
+    built = {name: _build(model_name, optimizer, lr, tau, lam, dev) for name, tau, lam in VARIANTS}
+    total = {name: [] for name in built}
+    opt_only = {name: [] for name in built}
+    names = list(built)
+    for rep in range(warmup + reps):
+        x, y = (t.to(dev) for t in sampler.next())
+        order = names[rep % 3:] + names[:rep % 3]      # rotate who goes first
+        for name in order:
+            model, opt = built[name]
+            _sync(dev)
+            t0 = time.perf_counter()
+            dt_opt = _step(model, opt, x, y, ctx)
+            _sync(dev)
+            if rep >= warmup:
+                total[name].append(time.perf_counter() - t0)
+                opt_only[name].append(dt_opt)
+    med = {n: statistics.median(v) for n, v in total.items()}
+    med_opt = {n: statistics.median(v) for n, v in opt_only.items()}
+    delay_opt, ef_opt = built["delay"][1], built["ef"][1]
+    n_params = built["plain"][0].num_params()
+    cfg = built["plain"][0].cfg
+    flops_per_token = 6 * n_params + 12 * cfg.n_layer * cfg.d_model * seq_len
+    tokens = batch_size * seq_len
+    out = {
+        "overhead_delay": med["delay"] / med["plain"] - 1.0,
+        "overhead_ef": med["ef"] / med["plain"] - 1.0,
+        "extra_weight_copies_delay": delay_opt.extra_bytes() / delay_opt.param_bytes(),
+        "extra_weight_copies_ef": ef_opt.extra_bytes() / ef_opt.param_bytes(),
+        "extra_bytes_delay": delay_opt.extra_bytes(),
+        "extra_bytes_ef": ef_opt.extra_bytes(),
+        "param_bytes": delay_opt.param_bytes(),
+        "step_s_median": med,
+        "optimizer_step_s_median": med_opt,
+        "tokens_per_s": {n: tokens / s for n, s in med.items()},
+        "preset": model_name, "optimizer": optimizer, "n_params": n_params,
+        "batch_size": batch_size, "seq_len": seq_len, "reps": reps, "device": str(dev),
+        "dtype": "bfloat16" if bf16 else "float32", "threads": torch.get_num_threads(),
+    }
+    if dev.type == "cuda":
+        name = torch.cuda.get_device_name(dev)
+        peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+        out["gpu"] = name
+        out["mfu"] = {n: (tokens / s) * flops_per_token / (peak * 1e12) if peak else None
+                      for n, s in med.items()}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--preset", default="small")
+    p.add_argument("--optimizer", default="adamw", choices=["adamw", "muon", "sgd"])
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
+                   help="also run smollm-135m bf16 on CUDA (default: when available)")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    result = {"cpu": measure(args.preset, args.optimizer, args.batch_size, args.seq_len,
+                             args.reps, args.warmup)}
+    result.update({k: result["cpu"][k] for k in ("overhead_delay", "overhead_ef",
+                                                 "extra_weight_copies_delay",
+                                                 "extra_weight_copies_ef")})
+    gpu = torch.cuda.is_available() if args.gpu is None else args.gpu
+    if gpu:
+        result["gpu"] = measure("smollm-135m", args.optimizer, 16, 1024, args.reps,
+                                args.warmup, device="cuda", bf16=True)
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        for k in ("overhead_delay", "overhead_ef", "extra_weight_copies_delay",
+                  "extra_weight_copies_ef"):
+            print(f"{k}: {result[k]:.4g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
