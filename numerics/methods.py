@@ -23,7 +23,8 @@ Step k = 0, 1, ..., K-1 of configuration b with parameters (tau, eta, alpha, bet
      ``x_{k+1} = x_base + lam (u_k - u_{k-1})``; ``z_k = x_k - lam u_{k-1} / (1 - beta)``.
 
 Recorded per step (``Trajectory.series``, float64, shape ``(K or K+1, B)``): ``gap`` f(x_k) - f*,
-``grad_norm`` ||grad f(x_k)||_*, ``xnorm`` ||x_k||, ``step`` ||x_{k+1} - x_k||, ``mom_err``
+``grad_norm`` ||grad f(x_k)||_*, ``xnorm`` ||x_k||, ``step`` ||x_{k+1} - x_k||, ``vnorm`` ||v_k||
+(the base update; = ||z_{k+1} - z_k|| under full-update EF), ``mom_err``
 ||m_k - grad f(x_k)||_* (the method's gradient estimate: m for lmo/heavy_ball, g for sgd,
 m_hat for adam), ``omega`` ||y_k - p_k|| / eta (read mismatch against the tracked point p_k: x_k,
 or z_k under update-level EF; for EF at tau = 1 this is ``||v_{k-1} - lam v_{k-2}|| / eta``), and
@@ -69,7 +70,7 @@ NOISE_BLOCK = 256
 ADAM_BETA2 = 0.999
 ADAM_EPS = 1e-8
 
-_X_SERIES = ("gap", "grad_norm", "xnorm", "step", "mom_err", "noise_err", "omega")
+_X_SERIES = ("gap", "grad_norm", "xnorm", "step", "vnorm", "mom_err", "noise_err", "omega")
 _Z_SERIES = ("gap_z", "grad_norm_z", "mom_err_z", "znorm")
 ALL_SERIES = _X_SERIES + _Z_SERIES
 #: Full per-step states that ``run(..., states=...)`` can keep, each ``(K or K+1, B, *shape)``:
@@ -367,6 +368,8 @@ def run(
             rec["omega"][k] = geom.norm(y - p) / eta.flatten()
         if "step" in rec:
             rec["step"][k] = geom.norm(x_new - x)
+        if "vnorm" in rec:
+            rec["vnorm"][k] = geom.norm(x_base - x)
         for name, value in (("y", y), ("g", gin), ("m", est), ("d", d)):
             if name in st:
                 st[name][k] = value

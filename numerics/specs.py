@@ -324,6 +324,51 @@ def _gd_spec(name: str, ef: bool) -> Spec:
                 applies=applies, observed=observed, values=values, pathwise=pathwise, sample=sample)
 
 
+# --------------------------------------------------------------------------- Error Feedback
+def _ef_spec(name: str, wd: bool) -> Spec:
+    def applies(p, c):
+        if c.tau != 1:
+            return f"EF theorems have tau = 1 (tau={c.tau})"
+        if wd:
+            if 2 * c.beta * c.lam >= 1:
+                return f"needs 2 beta lam < 1 (beta={c.beta}, lam={c.lam})"
+            return _star_ok(p) or _wd_ok(p, c)
+        return "" if c.beta == 0 else f"nonconvex EF theorem has no weight decay (beta={c.beta})"
+
+    def observed(traj, cols):
+        if wd:
+            g = _cols(traj, "gap_z", cols)[1:]
+        else:
+            g = _running_mean(_cols(traj, "grad_norm_z", cols)[:-1])
+        return g, np.arange(1, g.shape[0] + 1)
+
+    def values(p, c, traj, cols, ks):
+        return {**_common(p, c, traj, cols), "K": ks, "omega_bar": _omega_bar(traj, cols, len(ks))}
+
+    def pathwise(p, c, traj, cols):
+        r, e = _cols(traj, "gap_z", cols), _cols(traj, "mom_err_z", cols)
+        if not wd:
+            gn = _cols(traj, "grad_norm_z", cols)
+            one = r[:-1] - c.eta * gn[:-1] + 2 * c.eta * e + p.L * c.eta**2 / 2 - r[1:]
+            return {"one_step_descent_z": _min(one)}
+        q = 1.0 / (1.0 - 2.0 * c.beta * c.lam)
+        big_b, d = 2.0 * c.eta * q, c.eta / c.beta
+        rec = ((1 - c.beta) * r[:-1] + 2 * c.eta * e
+               + c.beta * c.lam * big_b * p.L * (2 * d + c.lam * big_b) + p.L * big_b**2 / 2 - r[1:])
+        return {"one_step_recursion_z": _min(rec),
+                "z_within_D_plus_lam_B": d + c.lam * big_b - float(_cols(traj, "znorm", cols).max()),
+                "update_within_B": big_b - float(_cols(traj, "vnorm", cols).max())}
+
+    def sample(rng, p):
+        c = _base_sample(rng, wd=wd, p=p, tau=1, lam=float(rng.uniform(0.0, 1.5)))
+        return c  # D >= 1 and eta <= 0.3 give beta <= 0.3, so 2 beta lam <= 0.9 < 1
+
+    record = ("gap", "gap_z", "mom_err_z", "omega") + (("znorm", "vnorm") if wd else ("grad_norm_z",))
+    return Spec(name=name, method="lmo", ef="update", record=record,
+                families=STAR_CONVEX_FAMILIES if wd else ALL_FAMILIES, expectation=True,
+                applies=applies, observed=observed, values=values, pathwise=pathwise, sample=sample)
+
+
 SPECS: dict[str, Spec] = {
     s.name: s
     for s in (
@@ -335,5 +380,7 @@ SPECS: dict[str, Spec] = {
         _pl_spec(),
         _gd_spec("nonconvex_delayed_gd", ef=False),
         _gd_spec("nonconvex_delayed_gd_ef", ef=True),
+        _ef_spec("star_convex_delayed_ef", wd=True),
+        _ef_spec("nonconvex_delayed_ef", wd=False),
     )
 }

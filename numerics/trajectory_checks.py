@@ -258,7 +258,7 @@ def scenario_slacks(scenario: str, problem: Problem, configs: Sequence[RunConfig
         j = torch.arange(J).unsqueeze(0)
         mask = (j >= J - 1 - taus).to(torch.float64)  # the last tau + 1 reads
         out["window_cauchy_schwarz"] = float(P["window_cauchy_schwarz"](b=bvec, mask=mask, geometry=geo).min())
-    if sc.ef == "update":
+    if sc.ef == "update" and sc.method == "lmo":
         _ef_predicates(out, want, problem, runs, st, K, kw, eta, beta, lam)
     if sc.method == "sgd":
         _gd_predicates(out, want, problem, runs, st, tr, K)
@@ -340,8 +340,11 @@ def _gd_predicates(out, want, problem, runs, st, tr, K):
     if want("ef_gd_mismatch"):
         out["ef_gd_mismatch"] = float(P["ef_gd_mismatch"](
             a=a, b=b, gamma=gamma, L=problem.L, lam=_per(runs, "lam"), geometry=geo).min())
-    if want("average_squared_gradient"):
-        thm = get_theorem("nonconvex_delayed_gd_ef" if ef else "nonconvex_delayed_gd")
+    from theory import THEOREMS
+
+    thm_name = "nonconvex_delayed_gd_ef" if ef else "nonconvex_delayed_gd"
+    if want("average_squared_gradient") and thm_name in THEOREMS:
+        thm = get_theorem(thm_name)
         ok = []
         for i, c in enumerate(runs):
             vals = {"L": problem.L, "gamma": c.eta, "tau": c.tau, "lam": c.lam, "K": K, "Delta0": 1.0}
