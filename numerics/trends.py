@@ -120,7 +120,10 @@ class EfRow:
     gap_no_ef: float
     """floor(tau=1, lam=0) - floor(tau=0)."""
     omega_bar: float
-    """sup over the tail of the drift omega_k = ||y_k - z_k|| / eta (tau replaced by it)."""
+    """sup over the tail of the drift omega_k = ||y_k - z_k|| / eta (what replaces tau in the
+    EF theorems; it includes rare spikes up to 1 + lam)."""
+    omega_mean: float
+    """mean over the tail of omega_k (the typical drift)."""
 
     @property
     def gain(self) -> float:
@@ -139,15 +142,16 @@ def ef_gain_table(
         cfgs.extend(RunConfig(tau=1, eta=eta, alpha=a, lam=lam) for lam in [0.0, *lams])
     traj = run(problem, cfgs, steps, ef=ef, record=("gap", "omega"))
     fl = floor(traj)
-    om = traj["omega"]
-    om_tail = om[int(round(om.shape[0] * (1 - TAIL))):].max(dim=0).values
+    om = traj["omega"][int(round(traj["omega"].shape[0] * (1 - TAIL))):]
+    om_tail, om_mean = om.max(dim=0).values, om.mean(dim=0)
     out, i = [], 0
     width = len(lams) + 2
     for a in alphas:
         sync, no_ef = float(fl[i]), float(fl[i + 1])
         for j, lam in enumerate(lams):
             out.append(EfRow(alpha=a, lam=lam, gap=float(fl[i + 2 + j]) - sync,
-                             gap_no_ef=no_ef - sync, omega_bar=float(om_tail[i + 2 + j])))
+                             gap_no_ef=no_ef - sync, omega_bar=float(om_tail[i + 2 + j]),
+                             omega_mean=float(om_mean[i + 2 + j])))
         i += width
     return out
 
