@@ -128,6 +128,8 @@ class WorkerContext:
         if f is None or f.stage != self.rank or f.step != step:
             return
         print(f"[fault injection] stage {self.rank}: {f.kind} after step {step}", flush=True)
+        _write_fault(self.run_dir, self.rank, {"stage": self.rank, "step": step, "kind": f.kind,
+                                               "time": time.time()}, name="fault_injected.json")
         if f.kind == "die":
             os.kill(os.getpid(), signal.SIGKILL)
         while True:  # hang: a silent, live process
@@ -153,8 +155,8 @@ def _logs(run_dir: str | Path) -> Path:
     return path
 
 
-def _write_fault(run_dir: str, rank: int, report: dict) -> None:
-    path = _logs(run_dir) / f"fault_stage{rank}.json"
+def _write_fault(run_dir: str, rank: int, report: dict, name: str | None = None) -> None:
+    path = _logs(run_dir) / (name or f"fault_stage{rank}.json")
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(report))
     os.replace(tmp, path)
@@ -285,9 +287,32 @@ def _context() -> Any:
     global _CTX
     if _CTX is None:
         _CTX = mp.get_context("forkserver")
-        _CTX.set_forkserver_preload(["torch", "torch.distributed", "llm_validation.pipeline_run",
+        # torch._dynamo: imported lazily by the first torch.optim.Optimizer (seconds per process)
+        _CTX.set_forkserver_preload(["torch", "torch.distributed", "torch._dynamo",
+                                     "torch.distributed.pipelining", "llm_validation.pipeline_run",
                                      "llm_validation.pipeline_2bw", "llm_validation.pipeline_sync"])
     return _CTX
+
+
+class _Follower:
+    """Copies the ``[train]`` lines a log file gains to stderr."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, ""
+
+    def poll(self) -> None:
+        try:
+            with open(self.path, "r", errors="replace") as f:
+                f.seek(self.offset)
+                text = f.read()
+                self.offset = f.tell()
+        except OSError:
+            return
+        lines = (self.partial + text).split("\n")
+        self.partial = lines.pop()
+        for line in lines:
+            if line.startswith("[train]"):
+                print(line, file=sys.stderr, flush=True)
 
 
 def _read_faults(run_dir: str, world: int) -> dict[int, dict]:
@@ -358,10 +383,12 @@ def spawn_stages(
     backend: str,
     timeout_s: float,
     fault: FaultSpec | None = None,
+    progress: bool = False,
 ) -> float:
     """Run ``body(ctx, *body_args)`` in ``world`` fresh processes (ranks 0..world-1) on this
     machine and wait for them. Returns the wall time in seconds; raises :class:`PipelineFailure`
-    naming the failed stage when any worker fails (all workers are gone when it is raised)."""
+    naming the failed stage when any worker fails (all workers are gone when it is raised).
+    ``progress``: copy stage 0's ``[train]`` lines to stderr while waiting."""
     import torch.distributed as dist
 
     run_dir = str(run_dir)
@@ -379,7 +406,10 @@ def spawn_stages(
         with _main_module_hidden():
             for p in procs:
                 p.start()
+        echo = _Follower(Path(run_dir) / "logs" / "stage0.log") if progress else None
         while True:
+            if echo is not None:
+                echo.poll()
             codes = [p.exitcode for p in procs]
             if all(c == 0 for c in codes):
                 return time.monotonic() - t0

@@ -190,6 +190,11 @@ class MetricsCollector:
                 row["tokens"] = (t + 1) * cfg.tokens_per_step
             self.writer.write(row)
             self.last_row = row
+            steps = cfg.run.steps
+            if t % max(1, steps // 20) == 0 or t == steps - 1:
+                vl = f" val {row['val_loss']:.4f}" if row.get("val_loss") is not None else ""
+                print(f"[train] step {t + 1}/{steps} loss {row['loss']:.4f}{vl} lr {lr:.3g}",
+                      flush=True)
             self.rows_written += 1
             self.next_row = t + 1
 

@@ -123,10 +123,10 @@ def _prepare(cfg: TrainConfig, paths: RunPaths, write: bool) -> int:
     return start
 
 
-def launch_pipeline(cfg: TrainConfig):
+def launch_pipeline(cfg: TrainConfig, progress: bool = True):
     """Run ``cfg`` as a real pipeline (see the module docstring); returns the RunResult.
     Raises ``ValueError`` for a bad configuration and ``launch.PipelineFailure`` (naming the
-    failed stage) when a stage dies or hangs."""
+    failed stage) when a stage dies or hangs. ``progress``: echo stage 0's progress lines."""
     from llm_validation.train import RunResult, resolve_device
 
     if not isinstance(cfg, TrainConfig):
@@ -151,7 +151,7 @@ def launch_pipeline(cfg: TrainConfig):
         start = _prepare(cfg, paths, write=True)
         args = (cfg.to_dict(), start, threads_per_stage(run.stages), False)
         spawn_stages(stage_body, args, world=run.stages, run_dir=paths.root, backend=backend,
-                     timeout_s=timeout_s, fault=fault)
+                     timeout_s=timeout_s, fault=fault, progress=progress)
         return compose_result(cfg, start, time.perf_counter() - t0)
     if env["world"] != run.stages:
         raise ValueError(f"torchrun started {env['world']} processes but --stages is {run.stages}")
