@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from numerics.draws import Draws, config_for, random_draws
 from numerics.methods import RunConfig, Trajectory
 from numerics.problems import Problem
 
@@ -64,8 +65,16 @@ class Spec:
     """(problem, config, traj, columns, steps) -> theorem parameter values."""
     pathwise: Callable[..., dict[str, float]]
     """(problem, config, traj, columns) -> check name -> min slack."""
-    sample: Callable[[np.random.Generator, Problem], RunConfig]
-    """Random configuration satisfying the assumptions on this problem."""
+    kind: str
+    """Instance kind of :func:`numerics.draws.config_for` (how draws become a configuration)."""
+
+    def sample(self, rng: np.random.Generator, p: Problem) -> RunConfig:
+        """Random configuration satisfying the assumptions on this problem."""
+        return config_for(self.kind, p, random_draws(rng))
+
+    def build(self, p: Problem, draws: Draws) -> RunConfig:
+        """The configuration for given draws (Hypothesis strategies use this)."""
+        return config_for(self.kind, p, draws)
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -75,24 +84,6 @@ def _cols(traj: Trajectory, name: str, cols: torch.Tensor) -> torch.Tensor:
 
 def _radius_needed(p: Problem) -> float:
     return max(p.x0_norm, p.x_star_norm)
-
-
-def _log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
-    return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
-
-
-def _base_sample(rng, *, tau_max=8, wd=False, p: Problem | None = None, noise=True, tau=None,
-                 lam=0.0, eta_hi=0.3) -> RunConfig:
-    eta = _log_uniform(rng, 1e-3, eta_hi)
-    alpha = 1.0 if rng.uniform() < 0.15 else _log_uniform(rng, 0.01, 1.0)
-    beta = 0.0
-    if wd:
-        d = _radius_needed(p) * (1.0 + 2.0 * rng.uniform())
-        beta = eta / d
-    sigma = _log_uniform(rng, 0.01, 1.0) if noise and rng.uniform() < 0.5 else 0.0
-    return RunConfig(tau=int(rng.integers(0, tau_max + 1)) if tau is None else tau, eta=eta,
-                     alpha=alpha, beta=beta, lam=lam, sigma=sigma,
-                     seed=int(rng.integers(0, 2**31)))
 
 
 def _common(p: Problem, c: RunConfig, traj: Trajectory, cols: torch.Tensor) -> dict:
@@ -155,7 +146,7 @@ def _geometry_spec() -> Spec:
     return Spec(name="geometry_weight_decay", method="lmo", ef="none", record=("step", "xnorm", "gap"),
                 families=ALL_FAMILIES, expectation=False, applies=applies, observed=observed,
                 values=values, pathwise=pathwise,
-                sample=lambda rng, p: _base_sample(rng, wd=True, p=p, eta_hi=1.0))
+                kind="wd")
 
 
 # ----------------------------------------------------------------------- momentum-error lemma
@@ -188,7 +179,7 @@ def _momentum_spec() -> Spec:
                 record=("mom_err", "noise_err", "omega", "gap"), families=ALL_FAMILIES,
                 expectation=True, applies=applies, observed=observed, values=values,
                 pathwise=pathwise,
-                sample=lambda rng, p: _base_sample(rng, wd=rng.uniform() < 0.5, p=p))
+                kind="momentum")
 
 
 # -------------------------------------------------------------------------- star-convex
@@ -217,7 +208,7 @@ def _star_spec(name: str, sync: bool) -> Spec:
     return Spec(name=name, method="lmo", ef="none", record=("gap", "mom_err", "xnorm", "step"),
                 families=STAR_CONVEX_FAMILIES, expectation=True, applies=applies,
                 observed=observed, values=values, pathwise=pathwise,
-                sample=lambda rng, p: _base_sample(rng, wd=True, p=p, tau=0 if sync else None))
+                kind="wd_sync" if sync else "wd")
 
 
 # -------------------------------------------------------------------------------- nonconvex
@@ -242,7 +233,7 @@ def _nonconvex_spec() -> Spec:
     return Spec(name="nonconvex_delayed", method="lmo", ef="none",
                 record=("gap", "grad_norm", "mom_err"), families=ALL_FAMILIES, expectation=True,
                 applies=applies, observed=observed, values=values, pathwise=pathwise,
-                sample=lambda rng, p: _base_sample(rng))
+                kind="nowd")
 
 
 # --------------------------------------------------------------------------------------- PL
@@ -272,7 +263,7 @@ def _pl_spec() -> Spec:
     return Spec(name="pl_delay_gap", method="lmo", ef="none", record=("gap",),
                 families=ALL_FAMILIES, expectation=False, applies=applies, observed=observed,
                 values=values, pathwise=pathwise,
-                sample=lambda rng, p: _base_sample(rng, noise=False))
+                kind="pl")
 
 
 # -------------------------------------------------------------------- delayed GD (Euclidean)
@@ -309,19 +300,11 @@ def _gd_spec(name: str, ef: bool) -> Spec:
     def pathwise(p, c, traj, cols):
         return {}
 
-    def sample(rng, p):
-        tau = 1 if ef else int(rng.integers(0, 9))
-        lam = float(rng.uniform(0.0, 1.5)) if ef else 0.0
-        w = tau**2 if not ef else (1 + lam) ** 2
-        # largest gamma with L gamma + L^2 gamma^2 w <= 1, times a factor in (0, 1]
-        lg = 1.0 if w == 0 else (-1 + math.sqrt(1 + 4 * w)) / (2 * w)
-        gamma = lg / p.L * float(rng.uniform(0.05, 1.0))
-        return RunConfig(tau=tau, eta=gamma, lam=lam, seed=int(rng.integers(0, 2**31)))
-
     return Spec(name=name, method="sgd", ef="update" if ef else "none",
                 record=("gap", "grad_norm") + (("gap_z", "grad_norm_z") if ef else ()),
                 families=("quadratic_l2", "angular", "pl_sine"), expectation=False,
-                applies=applies, observed=observed, values=values, pathwise=pathwise, sample=sample)
+                applies=applies, observed=observed, values=values, pathwise=pathwise,
+                kind="gd_ef" if ef else "gd")
 
 
 # --------------------------------------------------------------------------- Error Feedback
@@ -359,14 +342,11 @@ def _ef_spec(name: str, wd: bool) -> Spec:
                 "z_within_D_plus_lam_B": d + c.lam * big_b - float(_cols(traj, "znorm", cols).max()),
                 "update_within_B": big_b - float(_cols(traj, "vnorm", cols).max())}
 
-    def sample(rng, p):
-        c = _base_sample(rng, wd=wd, p=p, tau=1, lam=float(rng.uniform(0.0, 1.5)))
-        return c  # D >= 1 and eta <= 0.3 give beta <= 0.3, so 2 beta lam <= 0.9 < 1
-
     record = ("gap", "gap_z", "mom_err_z", "omega") + (("znorm", "vnorm") if wd else ("grad_norm_z",))
     return Spec(name=name, method="lmo", ef="update", record=record,
                 families=STAR_CONVEX_FAMILIES if wd else ALL_FAMILIES, expectation=True,
-                applies=applies, observed=observed, values=values, pathwise=pathwise, sample=sample)
+                applies=applies, observed=observed, values=values, pathwise=pathwise,
+                kind="ef_wd" if wd else "ef")
 
 
 SPECS: dict[str, Spec] = {

@@ -36,6 +36,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from numerics.draws import Draws, config_for, random_draws
 from numerics.methods import RunConfig, Trajectory, run
 from numerics.problems import Problem
 
@@ -63,32 +64,18 @@ class Scenario:
     """Predicate -> 'star_convex' | 'pl' | 'deterministic' (extra requirement), if any."""
     states: tuple[str, ...]
     """States recorded."""
-    sample: Callable[[np.random.Generator, Problem], RunConfig]
-    """A configuration satisfying the hypotheses on this problem."""
+    kind: str
+    """Instance kind of :func:`numerics.draws.config_for`."""
     geometries: tuple[str, ...] = ("l2", "linf", "spectral")
     """Geometries the scenario runs in."""
 
+    def sample(self, rng: np.random.Generator, p: Problem) -> RunConfig:
+        """A configuration satisfying the hypotheses on this problem."""
+        return config_for(self.kind, p, random_draws(rng))
 
-def _log_u(rng, lo, hi):
-    return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
-
-
-def _sample(rng, p, *, wd, tau=None, ef=False, gd=False):
-    eta = _log_u(rng, 1e-3, 0.3)
-    alpha = 1.0 if (gd or rng.uniform() < 0.2) else _log_u(rng, 0.02, 1.0)
-    lam = float(rng.uniform(0.0, 1.5)) if ef else 0.0
-    beta = 0.0
-    if wd:
-        # D = eta/beta >= max(||x0||, ||x*||) >= 1 (A5), so beta <= 0.3 and 2 beta lam <= 0.9 < 1.
-        radius = max(p.x0_norm, p.x_star_norm) * (1 + 2 * rng.uniform())
-        beta = eta / radius
-    sigma = 0.0 if gd or rng.uniform() < 0.4 else _log_u(rng, 0.01, 1.0)
-    if gd:
-        w = (tau or 0) ** 2 if not ef else (1 + lam) ** 2
-        lg = 1.0 if w == 0 else (-1 + math.sqrt(1 + 4 * w)) / (2 * w)
-        eta = lg / p.L * float(rng.uniform(0.05, 1.0))
-    return RunConfig(tau=int(rng.integers(0, 9)) if tau is None else tau, eta=eta, alpha=alpha,
-                     beta=beta, lam=lam, sigma=sigma, seed=int(rng.integers(0, 2**31)))
+    def build(self, p: Problem, draws: Draws) -> RunConfig:
+        """The configuration for given draws."""
+        return config_for(self.kind, p, draws)
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -105,36 +92,36 @@ SCENARIOS: dict[str, Scenario] = {
             needs={"star_convexity": "star_convex", "star_convex_one_step": "star_convex",
                    "pl_inequality": "pl"},
             states=("x", "y", "xi", "g", "m", "d"),
-            sample=lambda rng, p: _sample(rng, p, wd=True)),
+            kind="wd"),
         Scenario(
             name="lmo", method="lmo", ef="none",
             predicates=("delay_drift", "nonconvex_one_step", "lmo_descent", "smoothness_upper",
                         "momentum_error_lemma", "pl_invariant", "pl_inequality"),
             needs={"pl_invariant": "pl_deterministic", "pl_inequality": "pl"},
             states=("x", "y", "xi", "g", "m", "d"),
-            sample=lambda rng, p: _sample(rng, p, wd=False)),
+            kind="nowd"),
         Scenario(
             name="lmo_ef_wd", method="lmo", ef="update",
             predicates=("ef_mismatch_worst_case", "ef_wd_invariant", "ef_extra_term",
                         "ef_star_convex_one_step"),
             needs={"ef_star_convex_one_step": "star_convex"},
             states=("x", "z", "m", "d", "v"),
-            sample=lambda rng, p: _sample(rng, p, wd=True, tau=1, ef=True)),
+            kind="ef_wd"),
         Scenario(
             name="lmo_ef", method="lmo", ef="update",
             predicates=("ef_mismatch_worst_case", "nonconvex_one_step"),
             needs={}, states=("x", "z", "m", "d", "v"),
-            sample=lambda rng, p: _sample(rng, p, wd=False, tau=1, ef=True)),
+            kind="ef"),
         Scenario(
             name="gd", method="sgd", ef="none",
             predicates=("delayed_gd_mismatch", "average_squared_gradient"),
             needs={}, states=("x", "y", "g"), geometries=("l2",),
-            sample=lambda rng, p: _sample(rng, p, wd=False, tau=int(rng.integers(0, 9)), gd=True)),
+            kind="gd"),
         Scenario(
             name="gd_ef", method="sgd", ef="update",
             predicates=("ef_gd_mismatch", "average_squared_gradient"),
             needs={}, states=("x", "z", "g"), geometries=("l2",),
-            sample=lambda rng, p: _sample(rng, p, wd=False, tau=1, ef=True, gd=True)),
+            kind="gd_ef"),
     )
 }
 
