@@ -28,7 +28,7 @@ from numerics.methods import RunConfig
 from numerics.problems import Problem
 
 __all__ = ["Draws", "random_draws", "config_for", "KINDS", "ETA_RANGE", "ALPHA_RANGE",
-           "SIGMA_RANGE", "LAM_RANGE", "RADIUS_RANGE", "FRAC_RANGE", "TAU_MAX", "gd_step_limit"]
+           "SIGMA_RANGE", "LAM_RANGE", "A5_MARGIN", "RADIUS_RANGE", "FRAC_RANGE", "TAU_MAX", "gd_step_limit"]
 
 ETA_RANGE = (1e-3, 0.3)
 ALPHA_RANGE = (0.01, 1.0)
@@ -37,6 +37,8 @@ LAM_RANGE = (0.0, 1.5)
 RADIUS_RANGE = (1.0, 3.0)
 FRAC_RANGE = (0.05, 1.0)
 TAU_MAX = 8
+#: Relative room left in A5 so that round-off in eta/beta cannot put D below the radius.
+A5_MARGIN = 1e-12
 KINDS = ("wd", "wd_sync", "momentum", "nowd", "pl", "ef_wd", "ef", "gd", "gd_ef")
 
 
@@ -115,5 +117,6 @@ def config_for(kind: str, p: Problem, d: Draws) -> RunConfig:
         sigma, alpha = 0.0, 1.0
         eta = d.frac * gd_step_limit(p.L, (1 + lam) ** 2 if kind == "gd_ef" else tau**2)
     # A5: D = eta/beta >= max(||x0||, ||x*||) >= 1, so beta <= eta <= 0.3 and 2 beta lam <= 0.9.
-    beta = eta / (d.radius * max(p.x0_norm, p.x_star_norm)) if wd else 0.0
+    # (1 + A5_MARGIN) keeps D >= max(...) after the float division at radius = 1.
+    beta = eta / (d.radius * (1 + A5_MARGIN) * max(p.x0_norm, p.x_star_norm)) if wd else 0.0
     return RunConfig(tau=tau, eta=eta, alpha=alpha, beta=beta, lam=lam, sigma=sigma, seed=d.seed)
