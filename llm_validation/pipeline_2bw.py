@@ -98,6 +98,7 @@ class StageRun:
         self.val_loss: dict[int, float] = {}
         self.aux: dict[int, dict[str, Any]] = {}
         self.loaded: dict[str, Any] | None = None
+        self.step_clock: list[float] = []   # stage 0: perf_counter() when each step begins
         if start > 0:
             self.loaded = load_stage_checkpoint(ckpt_dir(self.paths, start), self.s, device)
             self._restore(self.loaded)
@@ -216,7 +217,8 @@ class StageRun:
             self.writer.close()
             write_json(self.paths.root / "logs" / "result.json",
                        {"status": status, "steps": done, "message": message,
-                        "final_val_loss": final_val, "n_params": self.setup.n_params})
+                        "final_val_loss": final_val, "n_params": self.setup.n_params,
+                        "start": self.start, "step_clock": self.step_clock})
         elif status == "completed":
             self.link.send_message({"step": "final", "val_loss": self.val_loss.pop(self.N, None)},
                                    0, "the final validation loss")
@@ -266,6 +268,7 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int) -> None:
 
     def on_step(a) -> bool:
         t = a.batch
+        sr.step_clock.append(time.perf_counter())
         if store.check([DIVERGED_KEY]):
             d = int(store.get(DIVERGED_KEY).decode())
             if d != t:

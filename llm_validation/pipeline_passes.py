@@ -16,6 +16,7 @@ group: the gradient of the statistics at another point and the validation loss.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Callable, Sequence
 
 import torch
@@ -36,6 +37,32 @@ def detached_leaves(params: dict[str, Tensor]) -> Weights:
     return {n: p.detach().requires_grad_(True) for n, p in params.items()}
 
 
+#: Receives posted ahead of their use, per direction: the next activation/gradient can arrive
+#: while this stage computes (two cover the 1F1B alternation; more only hold more buffers).
+PREFETCH_DEPTH = 2
+
+
+class _Prefetch:
+    """Posts the receives of one direction in the order they will be consumed, ``depth`` ahead
+    (messages between two ranks in one direction are matched in order)."""
+
+    def __init__(self, post: Callable, wait: Callable, mbs: list[int],
+                 depth: int = PREFETCH_DEPTH) -> None:
+        self.post, self.wait, self.mbs, self.depth = post, wait, mbs, depth
+        self.posted: deque = deque()
+        self.next = 0
+
+    def take(self, mb: int) -> Tensor:
+        while len(self.posted) < self.depth and self.next < len(self.mbs):
+            m = self.mbs[self.next]
+            self.posted.append((m, self.post(m)))
+            self.next += 1
+        m, pending = self.posted.popleft()
+        if m != mb:
+            raise RuntimeError(f"receive order broken: expected microbatch {m}, need {mb}")
+        return self.wait(pending)
+
+
 class StageExecutor:
     """Executes action lists for one stage (see the module docstring).
 
@@ -47,14 +74,13 @@ class StageExecutor:
                  heartbeat: Callable[[], None]) -> None:
         self.setup, self.link, self.side, self.heartbeat = setup, link, side, heartbeat
 
-    def _forward(self, link: StageLink, weights: Weights, mb: int, x: Tensor | None,
+    def _forward(self, link: StageLink, weights: Weights, mb: int, x: Tensor,
                  target: Tensor | None, grad: bool) -> tuple[Tensor, Tensor]:
-        """Forward of microbatch ``mb``; returns (stage input, output or loss)."""
+        """Forward of microbatch ``mb`` on input ``x`` (the data on stage 0, else the received
+        activation); returns (stage input, output or loss)."""
         s = self.setup
-        if x is None:  # not the first stage: the activation of the previous one
-            x = link.wait(link.post_recv_activation(mb))
-            if grad:
-                x.requires_grad_(True)
+        if grad and not s.is_first:
+            x.requires_grad_(True)
         with s.autocast():
             out = functional_call(s.module, weights, (x,))
         if s.is_last:
@@ -80,11 +106,15 @@ class StageExecutor:
         s = self.setup
         stash: dict[int, tuple[Tensor, Tensor]] = {}
         held: list[tuple[Tensor, int]] = []
+        acts_in = _Prefetch(link.post_recv_activation, link.wait,
+                            [a.mb for a in acts if a.kind == FORWARD] if not s.is_first else [])
+        grads_in = _Prefetch(link.post_recv_gradient, link.wait,
+                             [a.mb for a in acts if a.kind == BACKWARD] if not s.is_last else [])
         for a in acts:
             self.heartbeat()
             if a.kind == FORWARD:
-                x, y = self._forward(link, weights(a.batch), a.mb,
-                                     inputs(a.mb) if s.is_first else None,
+                x = inputs(a.mb) if s.is_first else acts_in.take(a.mb)
+                x, y = self._forward(link, weights(a.batch), a.mb, x,
                                      targets(a.mb) if s.is_last else None, grad=True)
                 if s.is_last and on_loss is not None:
                     on_loss(a.mb, y)
@@ -94,8 +124,7 @@ class StageExecutor:
                 if s.is_last:
                     (y / scale).backward()
                 else:
-                    g = link.wait(link.post_recv_gradient(a.mb))
-                    torch.autograd.backward(y, g)
+                    torch.autograd.backward(y, grads_in.take(a.mb))
                 if on_backward is not None:
                     on_backward(a)
                 if not s.is_first:
@@ -153,8 +182,9 @@ class StageExecutor:
         losses = []
         for mb in range(count):
             self.heartbeat()
-            _, y = self._forward(self.side, weights, mb, data[mb] if s.is_first else None,
-                                 data[mb] if s.is_last else None, grad=False)
+            x = data[mb] if s.is_first else self.side.wait(self.side.post_recv_activation(mb))
+            _, y = self._forward(self.side, weights, mb, x, data[mb] if s.is_last else None,
+                                 grad=False)
             if s.is_last:
                 losses.append(y.detach())
         self.side.drain()

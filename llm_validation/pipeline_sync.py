@@ -22,6 +22,7 @@ deadline (``timeout_s``); a failure there is reported as a lost/timed-out neighb
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 from torch import nn
@@ -142,6 +143,7 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
             raise StageFailure(sr.s, None, kind, f"a message of step {step}",
                                str(exc).splitlines()[0][:300]) from exc
         trigger.target = None
+        sr.step_clock.append(time.perf_counter())
         ctx.heartbeat()
         loss = batch_loss(mb_losses) if setup.is_last else None
         if store.check([DIVERGED_KEY]):
