@@ -146,3 +146,15 @@ def test_read_metrics_skips_a_truncated_last_line(tmp_path):
         read_metrics(path)
     with pytest.raises(FileNotFoundError):
         read_metrics(tmp_path / "missing")
+
+
+def test_statistics_do_not_change_the_trajectory(tmp_path):
+    """The probe's extra gradients and dry-run optimizer step are undone exactly."""
+    probed = tmp_path / "probed"
+    train(_cfg(probed, stats_interval=1, momentum_error_interval=3), progress=False)
+    bare = tmp_path / "bare"
+    train(_cfg(bare, stats_interval=0), progress=False)
+    a, b = _final_params(probed), _final_params(bare)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    losses = lambda out: [r["loss"] for r in read_metrics(out)]    # noqa: E731
+    assert losses(probed) == losses(bare)
