@@ -34,8 +34,8 @@ import torch
 
 from llm_validation.checkpoint import RunPaths, read_json, read_metrics, rewrite_metrics_before, write_json
 from llm_validation.config import TrainConfig
-from llm_validation.launch import (DEFAULT_TIMEOUT_S, WorkerContext, parse_fault, run_worker, spawn_stages,
-                                   torchrun_env)
+from llm_validation.launch import (DEFAULT_TIMEOUT_S, PipelineFailure, WorkerContext, parse_fault,
+                                   run_worker, spawn_stages, torchrun_env)
 from llm_validation.pipeline_schedule import validate_pipeline_shape
 from llm_validation.pipeline_stage import latest_complete
 
@@ -150,8 +150,14 @@ def launch_pipeline(cfg: TrainConfig, progress: bool = True):
                              f"{torch.cuda.device_count()} visible (use torchrun across machines)")
         start = _prepare(cfg, paths, write=True)
         args = (cfg.to_dict(), start, threads_per_stage(run.stages), False)
-        spawn_stages(stage_body, args, world=run.stages, run_dir=paths.root, backend=backend,
-                     timeout_s=timeout_s, fault=fault, progress=progress)
+        try:
+            spawn_stages(stage_body, args, world=run.stages, run_dir=paths.root, backend=backend,
+                         timeout_s=timeout_s, fault=fault, progress=progress)
+        except PipelineFailure as exc:
+            found = latest_complete(paths, run.stages)
+            where = (f"last complete checkpoint: step {found[0]} ({found[1]}); continue with "
+                     "--resume" if found else "no complete checkpoint yet")
+            raise PipelineFailure(f"{exc}; {where}", exc.stage) from None
         return compose_result(cfg, start, time.perf_counter() - t0)
     if env["world"] != run.stages:
         raise ValueError(f"torchrun started {env['world']} processes but --stages is {run.stages}")
