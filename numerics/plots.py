@@ -27,10 +27,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from numerics.methods import RunConfig, run  # noqa: E402
-from numerics.problems import Problem, make_problem  # noqa: E402
-from numerics.trends import delay_gap_grid, ef_gain_table, pl_law_table  # noqa: E402
+from numerics.problems import make_problem  # noqa: E402
+from numerics.trends import delay_gap_grid, ef_gain_table, gap_law, pl_law_table  # noqa: E402
 
-__all__ = ["plot_rates", "GEOMETRY_PROBLEMS", "TAUS", "gap_law"]
+__all__ = ["plot_rates", "GEOMETRY_PROBLEMS", "TAUS"]
 
 #: (family, size, title) per geometry panel.
 GEOMETRY_PROBLEMS = (
@@ -40,24 +40,6 @@ GEOMETRY_PROBLEMS = (
 )
 TAUS = (0, 1, 2, 4, 8)
 _COLORS = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(TAUS)))
-
-
-def gap_law(problem: Problem) -> Callable[[int, float, float], float]:
-    """The theory's predicted delay gap ``law(tau, eta, alpha)`` on ``problem``: the extra
-    ``gap_law`` of ``pl_delay_gap`` when theory defines one, else the difference of its limsup
-    bound at tau and at tau = 0."""
-    from theory import THEOREMS
-
-    thm = THEOREMS["pl_delay_gap"]
-
-    def vals(tau, eta, alpha):
-        v = {"L": problem.L, "eta": eta, "alpha": alpha, "tau": tau, "mu": problem.mu,
-             "r0": 0.0, "K": 10**6, "k": 10**6, "Delta0": 0.0, "sigma": 0.0, "beta": 0.0}
-        return {n: v[n] for n in thm.parameters if n in v}
-
-    if "gap_law" in thm.extras:
-        return lambda tau, eta, alpha: thm.evaluate_extra("gap_law", **vals(tau, eta, alpha))
-    return lambda tau, eta, alpha: thm.evaluate(**vals(tau, eta, alpha)) - thm.evaluate(**vals(0, eta, alpha))
 
 
 #: Window of the moving average drawn over the raw (oscillating) gap curves.

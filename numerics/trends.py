@@ -36,6 +36,7 @@ __all__ = [
     "delayed_gd_stability_limit",
     "sgd_stability_threshold",
     "lmo_radius",
+    "gap_law",
 ]
 
 #: Fraction of the run (at the end) whose mean gap defines the floor: the first half is the
@@ -166,25 +167,27 @@ def delayed_gd_stability_limit(tau: int, L: float) -> float:
 
 
 def sgd_stability_threshold(
-    problem: Problem, tau: int, *, steps: int = 3000, lo: float = 1e-3, hi: float = 4.0,
-    rounds: int = 4, width: int = 32,
-) -> float:
-    """Largest gamma (to ~(hi-lo)/width^rounds) for which deterministic delayed SGD contracts,
-    i.e. ``f(x_K) - f* < f(x_0) - f*``, by ``rounds`` of batched grid refinement."""
+    problem: Problem, taus: Sequence[int], *, steps: int = 1500, lo: float = 1e-3,
+    hi: float = 4.0, rounds: int = 3, width: int = 24,
+) -> list[float]:
+    """Per tau, the largest gamma (to ~(hi-lo)/width^rounds) at which deterministic delayed SGD
+    still contracts, ``f(x_K) - f* < f(x_0) - f*``: ``rounds`` of batched grid refinement (all
+    taus in one run per round)."""
+    bounds = {t: (lo, hi) for t in taus}
     for _ in range(rounds):
-        gammas = torch.linspace(lo, hi, width, dtype=torch.float64).tolist()
-        traj = run(problem, [RunConfig(tau=tau, eta=g) for g in gammas], steps, method="sgd",
-                   record=("gap",))
-        gap = traj["gap"]
-        ok = (gap[-1] < gap[0]) & torch.isfinite(gap[-1])
-        bad = [i for i, good in enumerate(ok.tolist()) if not good]
-        if not bad:
-            return hi
-        first_bad = bad[0]
-        if first_bad == 0:
-            return lo
-        lo, hi = gammas[first_bad - 1], gammas[first_bad]
-    return lo
+        grids = {t: torch.linspace(*bounds[t], width, dtype=torch.float64).tolist() for t in taus}
+        cfgs = [RunConfig(tau=t, eta=g) for t in taus for g in grids[t]]
+        gap = run(problem, cfgs, steps, method="sgd", record=("gap",))["gap"]
+        ok = ((gap[-1] < gap[0]) & torch.isfinite(gap[-1])).view(len(taus), width)
+        for i, t in enumerate(taus):
+            bad = [j for j, good in enumerate(ok[i].tolist()) if not good]
+            if not bad:
+                bounds[t] = (grids[t][-1], grids[t][-1])
+            elif bad[0] == 0:
+                bounds[t] = (grids[t][0], grids[t][0])
+            else:
+                bounds[t] = (grids[t][bad[0] - 1], grids[t][bad[0]])
+    return [bounds[t][0] for t in taus]
 
 
 def lmo_radius(
@@ -199,3 +202,21 @@ def lmo_radius(
     return {"taus": list(taus), "D": 1.0 / wd,
             "max_norm": traj["xnorm"].max(dim=0).values.tolist(),
             "max_step_over_eta": (traj["step"].max(dim=0).values / eta).tolist()}
+
+
+def gap_law(problem: Problem) -> Callable[[int, float, float], float]:
+    """The theory's predicted delay gap ``law(tau, eta, alpha)`` on ``problem``: the extra
+    ``gap_law`` of ``pl_delay_gap`` when theory defines one, else the difference of its limsup
+    bound at tau and at tau = 0."""
+    from theory import THEOREMS
+
+    thm = THEOREMS["pl_delay_gap"]
+
+    def vals(tau, eta, alpha):
+        v = {"L": problem.L, "eta": eta, "alpha": alpha, "tau": tau, "mu": problem.mu,
+             "r0": 0.0, "K": 10**6, "k": 10**6, "Delta0": 0.0, "sigma": 0.0, "beta": 0.0}
+        return {n: v[n] for n in thm.parameters if n in v}
+
+    if "gap_law" in thm.extras:
+        return lambda tau, eta, alpha: thm.evaluate_extra("gap_law", **vals(tau, eta, alpha))
+    return lambda tau, eta, alpha: thm.evaluate(**vals(tau, eta, alpha)) - thm.evaluate(**vals(0, eta, alpha))
