@@ -44,6 +44,8 @@ __all__ = [
     "tau_shape_check",
     "momentum_check",
     "batch_check",
+    "best_family",
+    "family_points",
 ]
 
 #: "Gap grows like lr^2": the fitted exponent's interval must exclude linear (1) and cubic (3)
@@ -153,8 +155,9 @@ def ef_share_check(runs: Sequence[RunRecord], metric: str = "final") -> Verdict:
                    runs=tuple(names), plot="ef_vs_lam.png")
 
 
-def _family_points(runs: Sequence[RunRecord], family: dict[float, str], metric: str
-                   ) -> tuple[list[float], list[float], dict[float, int], list[str]]:
+def family_points(runs: Sequence[RunRecord], family: dict[float, str], metric: str
+                  ) -> tuple[list[float], list[float], dict[float, int], list[str]]:
+    """(x values, gaps, paired seeds per x, run names) of a family's per-seed gaps."""
     xs, ys, counts, names = [], [], {}, []
     for value, cond in family.items():
         g = gaps_by_seed(runs, cond, metric=metric)
@@ -165,8 +168,9 @@ def _family_points(runs: Sequence[RunRecord], family: dict[float, str], metric: 
     return xs, ys, counts, names
 
 
-def _best_family(runs: Sequence[RunRecord], opt: str, axis: str, metric: str
-                 ) -> dict[float, str] | None:
+def best_family(runs: Sequence[RunRecord], opt: str, axis: str, metric: str
+                ) -> dict[float, str] | None:
+    """The largest family of ``opt``'s conditions along ``axis`` with >= 2 measured gaps."""
     fams = [f for f in families(select(runs, optimizer=opt, pipeline="none"), axis)]
     fams = [f for f in fams if sum(1 for c in f.values()
                                    if gaps_by_seed(runs, c, metric=metric)) >= 2]
@@ -178,8 +182,8 @@ def lr_exponent_check(runs: Sequence[RunRecord], opt: str, metric: str = "final"
     claim = f"{_L(opt)}: the gap grows like lr^2"
     prediction = ("PL gap ~ 2 L^2 eta^2 tau (tau + 2(1-alpha)/alpha + 1/2) / mu: exponent 2 "
                   f"(accepted: interval inside ({EXPONENT_BAND[0]:g}, {EXPONENT_BAND[1]:g}))")
-    fam = _best_family(runs, opt, "lr", metric)
-    xs, ys, counts, names = _family_points(runs, fam, metric) if fam else ([], [], {}, [])
+    fam = best_family(runs, opt, "lr", metric)
+    xs, ys, counts, names = family_points(runs, fam, metric) if fam else ([], [], {}, [])
     levels = [v for v, c in counts.items() if c > 0]
     if len(levels) < MIN_TREND_LEVELS:
         return missing(vid, "trend", claim, prediction,
@@ -240,8 +244,8 @@ def tau_shape_check(runs: Sequence[RunRecord], opt: str, cond: str,
 def _slope_check(runs: Sequence[RunRecord], opt: str, axis: str, transform, vid: str,
                  claim: str, prediction: str, xlabel: str, plot: str,
                  metric: str) -> Verdict:
-    fam = _best_family(runs, opt, axis, metric)
-    xs, ys, counts, names = _family_points(runs, fam, metric) if fam else ([], [], {}, [])
+    fam = best_family(runs, opt, axis, metric)
+    xs, ys, counts, names = family_points(runs, fam, metric) if fam else ([], [], {}, [])
     levels = [v for v, c in counts.items() if c > 0]
     if len(levels) < 2:
         return missing(vid, "trend", claim, prediction,

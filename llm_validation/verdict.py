@@ -194,8 +194,8 @@ class ValidationReport:
                    gap_definition=d["gap_definition"], runs=tuple(d.get("runs", ())),
                    notes=tuple(d.get("notes", ())), quick=bool(d.get("quick", False)))
 
-    def to_markdown(self, plot_prefix: str = "") -> str:
-        return render_markdown(self, plot_prefix)
+    def to_markdown(self, plots: Mapping[str, str] | None = None) -> str:
+        return render_markdown(self, plots)
 
 
 _BADGE = {PASS: "PASS", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}
@@ -209,8 +209,9 @@ def _fmt_value(v: Any) -> str:
     return str(v)
 
 
-def render_markdown(report: ValidationReport, plot_prefix: str = "") -> str:
-    """Markdown: a summary table of all verdicts, then one section per verdict."""
+def render_markdown(report: ValidationReport, plots: Mapping[str, str] | None = None) -> str:
+    """Markdown: a summary table of all verdicts, then one section per verdict. ``plots`` maps
+    plot file names to the links to use; a verdict's plot is linked only when it is there."""
     c = report.counts()
     lines = [f"Verdicts: {c[PASS]} pass, {c[FAIL]} fail, {c[INCONCLUSIVE]} inconclusive"
              + (" (QUICK run: not evidence, every verdict is inconclusive)" if report.quick
@@ -227,8 +228,8 @@ def render_markdown(report: ValidationReport, plot_prefix: str = "") -> str:
                   f"- decision: {v.reason}"]
         for k, val in v.measured.items():
             lines.append(f"- {k}: {_fmt_value(val)}")
-        if v.plot:
-            lines += ["", f"![{v.id}]({plot_prefix}{v.plot})"]
+        if v.plot and plots and v.plot in plots:
+            lines.append(f"- plot: [{v.plot}]({plots[v.plot]})")
         lines.append("")
     if report.notes:
         lines += ["Notes:", ""] + [f"- {n}" for n in report.notes] + [""]

@@ -1,0 +1,195 @@
+"""``delaybound validate`` and ``delaybound sweep``.
+
+- ``validate RUN_DIR... [--json] [--gap tail] [--plots DIR] [--report FILE] [--quick]``:
+  every verdict of :func:`llm_validation.validate.validate` (assumptions, trends, bounds) for
+  the runs found under the given folders. Exit code 0 whatever the verdicts (a verdict is a
+  result, not an error); 2 on bad input (no run directories).
+- ``sweep --out DIR [grid flags] [--grid FILE.json] [--jobs N] [--dry-run] [--json]``: train a
+  grid (:class:`llm_validation.sweep_grid.SweepGrid`) resumably, one run directory per point,
+  plus ``DIR/index.json``; a progress bar on stderr. Exit code 1 if any run raised an error.
+
+Grid flags take comma-separated lists; ``--lr`` and ``--momentum`` also take per-optimizer
+lists (``--lr adamw=1e-3,3e-3 --lr muon=0.01``). ``--set [OPT:]section.field=value`` changes the
+base config (e.g. ``--set optim.beta2=0.99 --set muon:optim.aux_lr=3e-3``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register", "cmd_validate", "cmd_sweep", "grid_from_args"]
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid list of numbers {text!r} (e.g. 1e-3,3e-3)")
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid list of integers {text!r} (e.g. 0,1,2)")
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(x for x in text.split(",") if x)
+
+
+def _per_opt(values: list[str] | None, what: str) -> Any:
+    """``["1e-3,3e-3"]`` -> (1e-3, 3e-3); ``["adamw=1e-3", "muon=0.01,0.02"]`` -> mapping."""
+    if not values:
+        return None
+    plain, mapping = [], {}
+    for v in values:
+        if "=" in v:
+            opt, nums = v.split("=", 1)
+            mapping.setdefault(opt, ())
+            mapping[opt] += _floats(nums)
+        else:
+            plain += list(_floats(v))
+    if plain and mapping:
+        raise ValueError(f"--{what}: give either plain values or OPT=values, not both")
+    return mapping or tuple(plain)
+
+
+def grid_from_args(args: argparse.Namespace):
+    """The SweepGrid of ``--grid FILE`` with the command-line flags on top."""
+    from llm_validation.sweep_grid import SweepGrid
+    d: dict[str, Any] = {}
+    if args.grid:
+        path = Path(args.grid)
+        if not path.is_file():
+            raise FileNotFoundError(f"--grid: no such file {path}")
+        try:
+            d = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--grid {path}: not valid JSON ({exc})") from None
+        if not isinstance(d, dict):
+            raise ValueError(f"--grid {path}: must hold a JSON object")
+    flags = {"optimizers": args.optimizer, "modes": args.mode, "taus": args.tau,
+             "lams": args.lam, "batch_sizes": args.batch_size, "steps": args.steps,
+             "model": args.preset, "pipeline": args.pipeline, "stages": args.stages,
+             "lrs": _per_opt(args.lr, "lr"), "momenta": _per_opt(args.momentum, "momentum")}
+    if args.seeds is not None:
+        flags["seeds"] = args.seeds
+    elif args.n_seeds is not None:
+        flags["seeds"] = tuple(range(args.n_seeds))
+    d.update({k: v for k, v in flags.items() if v is not None})
+    if args.set:
+        d["overrides"] = tuple(d.get("overrides", ())) + tuple(args.set)
+    return SweepGrid.from_dict(d)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from delaybound.cli import print_json
+    from llm_validation.sweep import plan, run_sweep
+    grid = grid_from_args(args)
+    points = grid.expand()
+    if args.dry_run:
+        planned = plan(points, args.out)
+        rows = [{"name": p.name, "action": a} for p, a in planned]
+        if args.json:
+            print_json({"out": args.out, "grid": grid.to_dict(), "runs": rows})
+        else:
+            for r in rows:
+                print(f"{r['action']:6s} {r['name']}")
+            print(f"{len(rows)} runs ({sum(r['action'] == 'skip' for r in rows)} finished)")
+        return 0
+    outcomes = run_sweep(points, args.out, jobs=args.jobs, threads=args.threads,
+                         progress=not args.quiet, grid=grid.to_dict())
+    rows = [o.__dict__ for o in outcomes]
+    if args.json:
+        print_json({"out": args.out, "index": str(Path(args.out) / "index.json"), "runs": rows})
+    else:
+        for o in outcomes:
+            val = f"{o.final_val_loss:.4f}" if o.final_val_loss is not None else "-"
+            print(f"{o.status:9s} {val:>8s}  {o.name}")
+    return 1 if any(o.status == "error" for o in outcomes) else 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from delaybound.cli import print_json
+    from llm_validation.run_table import load_runs
+    from llm_validation.validate import validate_runs
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = load_runs(args.run_dirs)
+        rep = validate_runs(runs, gap_metric=args.gap, quick=args.quick)
+    plots = {}
+    if args.plots:
+        from llm_validation.validation_plots import make_plots
+        plots = make_plots(runs, args.plots, args.gap)
+    if args.report:
+        from llm_validation.report import write_report
+        write_report(args.report, title="delaybound validation report", validation=rep,
+                     validation_plots=plots)
+    if args.json:
+        print_json(rep.to_dict())
+        return 0
+    c = rep.counts()
+    w = max(len(v.id) for v in rep.verdicts)
+    for v in rep.verdicts:
+        print(f"{v.status.upper():12s} {v.id:{w}s}  {v.claim}")
+        for k, x in v.measured.items():
+            print(f"{'':12s} {'':{w}s}    {k}: {x.fmt() if hasattr(x, 'fmt') else x}")
+        print(f"{'':12s} {'':{w}s}    -> {v.reason}")
+    for n in rep.notes:
+        print(f"note: {n}")
+    print(f"\n{c['pass']} pass, {c['fail']} fail, {c['inconclusive']} inconclusive "
+          f"({len(rep.runs)} runs; {rep.gap_definition})")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    v = subparsers.add_parser(
+        "validate", help="check the theory's assumptions and gap trends against training runs",
+        description="Read run directories (or folders of them, e.g. a sweep's --out) and print "
+                    "one verdict per claim: pass / fail / inconclusive, with the measured "
+                    "numbers, their 95%% intervals over seeds, and the theory's prediction.")
+    v.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories or folders")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.add_argument("--gap", choices=["final", "tail"], default="final",
+                   help="gap from the final validation loss (default) or the tail mean")
+    v.add_argument("--plots", metavar="DIR", help="also write the validation plots to DIR")
+    v.add_argument("--report", metavar="FILE", help="also write a markdown report")
+    v.add_argument("--quick", action="store_true",
+                   help="mark every verdict quick/inconclusive (for smoke runs)")
+    v.set_defaults(func=cmd_validate)
+
+    s = subparsers.add_parser(
+        "sweep", help="train a grid of runs (optimizer x mode x lr/tau/momentum/lam/batch/seed)",
+        description="Train every point of a grid into OUT/<name>/ (resumable: finished runs "
+                    "are skipped, interrupted ones resumed) and write OUT/index.json. Modes: "
+                    "sync (tau=0), 2bw (tau from --tau), 2bw+ef (tau=1, lam from --lam).")
+    a = s.add_argument
+    a("--out", required=True, help="output folder")
+    a("--grid", metavar="FILE", help="JSON object with SweepGrid fields (flags override it)")
+    a("--optimizer", type=_words, help="comma list of adamw,muon,sgd (default adamw,muon)")
+    a("--mode", type=_words, help="comma list of sync,2bw,2bw+ef (default all three)")
+    a("--lr", action="append", metavar="[OPT=]LRS", help="peak lrs (default: the demo's)")
+    a("--momentum", action="append", metavar="[OPT=]MOMS",
+      help="Muon/SGD momentum or AdamW beta1 values")
+    a("--tau", type=_ints, help="delays of the 2bw mode (default 1)")
+    a("--lam", type=_floats, help="EF coefficients of the 2bw+ef mode (default 1)")
+    a("--batch-size", type=_ints, help="batch sizes (default 16)")
+    a("--seeds", type=_ints, help="explicit seeds, e.g. 0,1,2")
+    a("--n-seeds", type=int, help="seeds 0..N-1 (default 3)")
+    a("--steps", type=int, help="steps per run (default 400)")
+    a("--preset", help="model preset (default tiny)")
+    a("--set", action="append", metavar="[OPT:]SEC.FIELD=VALUE", help="base-config override")
+    a("--pipeline", choices=["none", "2bw"], help="run tau=1 2bw points on the real pipeline")
+    a("--stages", type=int, help="pipeline stages (default 2)")
+    a("--jobs", type=int, default=2, help="parallel training processes (default 2; 0: inline)")
+    a("--threads", type=int, help="torch threads per process (default cores / jobs)")
+    a("--dry-run", action="store_true", help="list the runs and whether they are finished")
+    a("--quiet", action="store_true", help="no progress bar")
+    a("--json", action="store_true", help="print the outcomes as JSON")
+    s.set_defaults(func=cmd_sweep)
