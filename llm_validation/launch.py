@@ -10,8 +10,10 @@ Two ways in, one worker body (:func:`run_worker`):
   group down when a rank fails. The run directory must be on a shared filesystem.
 
 Faults. Every point-to-point wait has a deadline (``timeout_s``, see :mod:`pipeline_comm`); a
-worker whose wait fails writes ``logs/fault_stage<s>.json`` (the peer it waited on and why) and
-exits 1. A per-worker watchdog thread exits the worker (code 70) when its loop made no progress
+worker whose wait fails writes ``logs/fault_stage<s>.json`` (the peer at fault and why) and
+exits 1. A timed-out wait blames the end of the chain of waits (each stage publishes the peer it
+waits on in the store, :func:`follow_waits`): stage 0 waiting on stage 1 that waits on a hung
+stage 2 names stage 2. A per-worker watchdog thread exits the worker (code 70) when its loop made no progress
 for ``timeout_s + WATCHDOG_SLACK_S`` (a hang inside the stage itself, not in a wait). The
 launcher polls the workers; at the first non-zero exit it stops the others (SIGTERM, then
 SIGKILL after ``KILL_GRACE_S``) and raises :class:`PipelineFailure` naming the failed stage:
@@ -52,6 +54,7 @@ __all__ = [
     "run_worker",
     "torchrun_env",
     "parse_fault",
+    "follow_waits",
 ]
 
 #: Deadline of every point-to-point wait and collective (seconds). A healthy pipeline never waits
@@ -120,7 +123,9 @@ class WorkerContext:
     control_group: Any
     """A gloo group over all ranks for small CPU messages (statistics, results)."""
     store: Any
-    """The rendezvous key-value store (early-stop flag)."""
+    """The rendezvous key-value store (early-stop flag, stage status)."""
+    status: dict
+    """This stage's published status: ``waiting_on`` is the peer of the current p2p wait."""
 
     def maybe_inject_fault(self, step: int) -> None:
         """Tests: kill or hang this process after optimizer step ``step`` if told to."""
@@ -162,8 +167,19 @@ def _write_fault(run_dir: str, rank: int, report: dict, name: str | None = None)
     os.replace(tmp, path)
 
 
-def _start_watchdog(run_dir: str, rank: int, limit_s: float) -> Callable[[], None]:
-    """Daemon thread that exits the process when ``heartbeat`` was not called for ``limit_s``."""
+#: How often each stage publishes its status (progress, the peer it waits on) to the store.
+STATUS_EVERY_S = 0.5
+
+
+def _status_key(rank: int) -> str:
+    return f"delaybound/status/{rank}"
+
+
+def _start_watchdog(run_dir: str, rank: int, limit_s: float, store: Any,
+                    status: dict) -> Callable[[], None]:
+    """Daemon thread that publishes this stage's ``status`` (``waiting_on``: the peer of the
+    current p2p wait, or None) to the store and exits the process when ``heartbeat`` was not
+    called for ``limit_s``."""
     last = [time.monotonic()]
 
     def heartbeat() -> None:
@@ -171,7 +187,12 @@ def _start_watchdog(run_dir: str, rank: int, limit_s: float) -> Callable[[], Non
 
     def watch() -> None:
         while True:
-            time.sleep(min(1.0, limit_s / 4))
+            time.sleep(min(STATUS_EVERY_S, limit_s / 4))
+            try:
+                store.set(_status_key(rank), json.dumps(
+                    {"waiting_on": status.get("waiting_on"), "time": time.time()}))
+            except Exception:  # pragma: no cover - the store is gone: the run is ending
+                pass
             idle = time.monotonic() - last[0]
             if idle > limit_s:
                 msg = f"stage {rank} made no progress for {idle:.0f} s (watchdog)"
@@ -182,6 +203,23 @@ def _start_watchdog(run_dir: str, rank: int, limit_s: float) -> Callable[[], Non
 
     threading.Thread(target=watch, name="pipeline-watchdog", daemon=True).start()
     return heartbeat
+
+
+def follow_waits(store: Any, peer: int, world: int) -> tuple[int, list[int]]:
+    """The stage really at fault when a wait on ``peer`` timed out: follow the chain of stages
+    each waiting on the next (from their published status) to one that waits on nobody, i.e.
+    is stuck in its own code. Returns (that stage, the chain from ``peer``)."""
+    chain = [peer]
+    while len(chain) <= world:
+        try:
+            status = json.loads(store.get(_status_key(chain[-1])).decode())
+        except Exception:
+            break
+        nxt = status.get("waiting_on")
+        if nxt is None or nxt in chain:
+            break
+        chain.append(int(nxt))
+    return chain[-1], chain
 
 
 def run_worker(
@@ -224,11 +262,13 @@ def run_worker(
             dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=timeout)
         side = dist.new_group(backend=backend, timeout=timeout)
         control = dist.new_group(backend="gloo", timeout=timeout)
-        heartbeat = _start_watchdog(run_dir, rank, timeout_s + WATCHDOG_SLACK_S)
+        store = dist.distributed_c10d._get_default_store()
+        status: dict = {"waiting_on": None}
+        heartbeat = _start_watchdog(run_dir, rank, timeout_s + WATCHDOG_SLACK_S, store, status)
         ctx = WorkerContext(rank=rank, world=world, local_rank=local_rank, run_dir=run_dir,
                             backend=backend, timeout_s=timeout_s, fault=fault,
                             heartbeat=heartbeat, side_group=side, control_group=control,
-                            store=dist.distributed_c10d._get_default_store())
+                            store=store, status=status)
         print(f"stage {rank}/{world} up (pid {os.getpid()}, backend {backend})", flush=True)
         result = body(ctx, *body_args)
     except StageFailure as exc:

@@ -88,7 +88,7 @@ class StageRun:
         self.setup = setup = StageSetup(cfg, self.s, self.P, device)
         common = dict(stage=self.s, stages=self.P, device=device, act_shape=setup.act_shape,
                       act_dtype=setup.act_dtype, timeout_s=ctx.timeout_s,
-                      control_group=ctx.control_group)
+                      control_group=ctx.control_group, status=ctx.status, store=ctx.store)
         self.link = StageLink(group=None, **common)
         self.side = StageLink(group=ctx.side_group, **common)
         self.exec = StageExecutor(setup, self.link, self.side, ctx.heartbeat)
@@ -197,7 +197,7 @@ class StageRun:
         if self.s == 0:
             self.collector.add(t, msg)
         else:
-            self.link.send_message(msg, 0, f"the statistics of step {t}")
+            self.link.send_message(msg, 0, f"the delivery of the statistics of step {t} to stage 0")
 
     def checkpoint(self, t: int, previous: dict[str, torch.Tensor]) -> None:
         """Save this stage's state after step t (``previous``: the version W(t))."""
@@ -221,7 +221,7 @@ class StageRun:
                         "start": self.start, "step_clock": self.step_clock})
         elif status == "completed":
             self.link.send_message({"step": "final", "val_loss": self.val_loss.pop(self.N, None)},
-                                   0, "the final validation loss")
+                                   0, "the delivery of the final validation loss to stage 0")
 
 
 def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int) -> None:

@@ -39,8 +39,7 @@ class StageFailure(RuntimeError):
     def __init__(self, stage: int, peer: int | None, kind: str, what: str, detail: str):
         self.stage, self.peer, self.kind, self.what = stage, peer, kind, what
         verb = "timed out waiting for" if kind == TIMEOUT else "lost the connection while waiting for"
-        who = f"stage {peer}" if peer is not None else "a neighbouring stage"
-        super().__init__(f"stage {stage} {verb} {what} from {who}: {detail}")
+        super().__init__(f"stage {stage} {verb} {what}: {detail}")
 
 
 def _is_timeout(exc: BaseException) -> bool:
@@ -64,6 +63,8 @@ class StageLink:
     pair of neighbours (its gradient has the same shape and dtype). ``group``: the process group
     of the activations (None: the default group); ``control_group``: a gloo group over all ranks
     for the small CPU messages (must differ from ``group``: stage 1 -> 0 also carries gradients).
+    ``status``/``store``: the stage's published status (``waiting_on`` is set during waits) and
+    the store to follow a chain of waits when one times out (see ``launch.follow_waits``).
     """
 
     def __init__(
@@ -77,6 +78,8 @@ class StageLink:
         timeout_s: float,
         group: Any = None,
         control_group: Any = None,
+        status: dict | None = None,
+        store: Any = None,
     ):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -84,16 +87,31 @@ class StageLink:
         self.act_shape, self.act_dtype = tuple(act_shape), act_dtype
         self.timeout = datetime.timedelta(seconds=float(timeout_s))
         self.group, self.control_group = group, control_group
+        self.status, self.store = status, store
         self._sends: deque[_Pending] = deque()      # activations / gradients
         self._messages: deque[_Pending] = deque()   # control messages
 
     # -- waits ------------------------------------------------------------------------------
     def _wait(self, p: _Pending) -> Tensor:
+        if self.status is not None:
+            self.status["waiting_on"] = p.peer
         try:
             p.work.wait(self.timeout)
         except Exception as exc:  # gloo/NCCL raise RuntimeError with the transport's text
             kind = TIMEOUT if _is_timeout(exc) else LOST
-            raise StageFailure(self.stage, p.peer, kind, p.what, str(exc).splitlines()[0][:300]) from exc
+            detail = str(exc).splitlines()[0][:300]
+            peer = p.peer
+            if kind == TIMEOUT and self.store is not None:   # blame the end of the wait chain
+                from llm_validation.launch import follow_waits
+
+                peer, chain = follow_waits(self.store, p.peer, self.stages)
+                if len(chain) > 1:
+                    detail = (f"stage {p.peer} was itself waiting (chain of waits "
+                              f"{' -> '.join(map(str, chain))}); {detail}")
+            raise StageFailure(self.stage, peer, kind, p.what, detail) from exc
+        finally:
+            if self.status is not None:
+                self.status["waiting_on"] = None
         return p.tensor
 
     def _reap(self) -> None:
@@ -117,12 +135,14 @@ class StageLink:
     def post_recv_activation(self, mb: int) -> _Pending:
         """Post the receive of microbatch ``mb``'s input activation from stage ``s-1``."""
         buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.device)
-        return _Pending(dist.irecv(buf, src=self.stage - 1, group=self.group), buf, self.stage - 1, f"the activation of microbatch {mb}")
+        return _Pending(dist.irecv(buf, src=self.stage - 1, group=self.group), buf, self.stage - 1,
+                        f"the activation of microbatch {mb} from stage {self.stage - 1}")
 
     def post_recv_gradient(self, mb: int) -> _Pending:
         """Post the receive of the gradient w.r.t. this stage's output of ``mb`` from ``s+1``."""
         buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.device)
-        return _Pending(dist.irecv(buf, src=self.stage + 1, group=self.group), buf, self.stage + 1, f"the gradient of microbatch {mb}")
+        return _Pending(dist.irecv(buf, src=self.stage + 1, group=self.group), buf, self.stage + 1,
+                        f"the gradient of microbatch {mb} from stage {self.stage + 1}")
 
     def wait(self, pending: _Pending) -> Tensor:
         """The received tensor of a posted receive, waiting at most ``timeout_s``."""
@@ -130,11 +150,11 @@ class StageLink:
 
     def send_activation(self, h: Tensor, mb: int) -> None:
         """Non-blocking send of this stage's output ``h`` of ``mb`` to stage ``s+1``."""
-        self._send(h, self.stage + 1, f"the send of activation {mb}")
+        self._send(h, self.stage + 1, f"the delivery of activation {mb} to stage {self.stage + 1}")
 
     def send_gradient(self, g: Tensor, mb: int) -> None:
         """Non-blocking send of the gradient w.r.t. this stage's input of ``mb`` to ``s-1``."""
-        self._send(g, self.stage - 1, f"the send of gradient {mb}")
+        self._send(g, self.stage - 1, f"the delivery of gradient {mb} to stage {self.stage - 1}")
 
     def _send(self, t: Tensor, peer: int, what: str) -> None:
         t = t.detach().contiguous()

@@ -157,7 +157,7 @@ class MetricsCollector:
         msgs = [own]
         for src in range(1, self.setup.stages):
             m = decode_message(self.link.wait(
-                self.link.post_recv_message(src, f"the statistics of step {step}")))
+                self.link.post_recv_message(src, f"the statistics of step {step} from stage {src}")))
             if m.get("step") != step:
                 raise RuntimeError(f"stage 0 expected the message of step {step} from stage {src}, "
                                    f"got step {m.get('step')}")

@@ -140,7 +140,7 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
             if not _is_transport_error(exc):
                 raise
             kind = TIMEOUT if _is_timeout(exc) else LOST
-            raise StageFailure(sr.s, None, kind, f"a message of step {step}",
+            raise StageFailure(sr.s, None, kind, f"a neighbour inside torch's schedule at step {step}",
                                str(exc).splitlines()[0][:300]) from exc
         trigger.target = None
         sr.step_clock.append(time.perf_counter())

@@ -82,11 +82,14 @@ def test_killed_stage_of_a_torch_schedule_stops_all(tmp_path, monkeypatch):
     assert latest_complete(RunPaths(cfg.run.out_dir), 2)[0] == 2
 
 
-def test_hung_stage_is_named_and_every_rank_exits(tmp_path, monkeypatch):
+@pytest.mark.parametrize("hung", [1, 2])
+def test_hung_stage_is_named_and_every_rank_exits(tmp_path, monkeypatch, hung):
+    """Stage 2 hanging leaves stage 1 waiting on it and stage 0 waiting on stage 1: whichever
+    deadline expires first, the chain of published waits names stage 2."""
     monkeypatch.setenv("DELAYBOUND_PIPE_TIMEOUT_S", str(HANG_TIMEOUT_S))
     cfg = pipe_cfg(tmp_path / "hang", small_corpus(tmp_path), pipeline="2bw", P=3, M=3, steps=6)
-    err, took = _fail(cfg, monkeypatch, "stage=1,step=2,kind=hang")
-    assert err.stage == 1 and "stage 1 hung" in str(err), str(err)
+    err, took = _fail(cfg, monkeypatch, f"stage={hung},step=2,kind=hang")
+    assert err.stage == hung and f"stage {hung} hung" in str(err), str(err)
     assert HANG_TIMEOUT_S <= took < EXIT_WITHIN_S
     assert _all_gone(_pids(tmp_path / "hang"))
     assert latest_complete(RunPaths(cfg.run.out_dir), 3)[0] == 2

@@ -14,7 +14,7 @@ import torch
 from llm_helpers import MICRO
 from llm_validation.checkpoint import RunPaths, latest_checkpoint, load_checkpoint, read_metrics
 from llm_validation.config import DataConfig, DelayConfig, OptimConfig, RunConfig, TrainConfig
-from llm_validation.launch import FaultSpec, _blame, parse_fault
+from llm_validation.launch import FaultSpec, _blame, follow_waits, parse_fault
 from llm_validation.pipeline_comm import decode_message, encode_message
 from llm_validation.pipeline_stage import latest_complete, load_stage_checkpoint, stage_param_names
 from llm_validation.train import train
@@ -131,6 +131,23 @@ def test_blame_prefers_a_dead_stage_then_own_errors_then_the_silent_peer():
     unnamed = _blame({0: 1, 1: -signal.SIGTERM}, {1},
                      {0: {"stage": 0, "peer": None, "kind": "timeout", "message": "c", "time": t}})
     assert unnamed[0] == 1
+
+
+def test_follow_waits_walks_to_the_stage_waiting_on_nobody():
+    import json as _json
+
+    class Store:
+        def __init__(self, waits):
+            self.data = {f"delaybound/status/{r}": _json.dumps({"waiting_on": w}).encode()
+                         for r, w in waits.items()}
+
+        def get(self, key):
+            return self.data[key]
+
+    assert follow_waits(Store({0: 1, 1: 2, 2: None}), 1, 3) == (2, [1, 2])
+    assert follow_waits(Store({1: None}), 1, 3) == (1, [1])
+    assert follow_waits(Store({1: 2, 2: 1}), 1, 3) == (2, [1, 2])      # a cycle stops
+    assert follow_waits(Store({}), 1, 3) == (1, [1])                   # no status published
 
 
 def test_messages_round_trip_floats_exactly():
