@@ -290,8 +290,13 @@ def run_worker(
     return result
 
 
-def _spawned(body, body_args, rank, world, run_dir, backend, timeout_s, fault, store_addr) -> None:
-    """Entry of a forkserver child: run the worker, exit 1 on any failure (already reported)."""
+def _spawned(body, body_args, rank, world, run_dir, backend, timeout_s, fault, store_addr,
+             env) -> None:
+    """Entry of a forkserver child: take the launcher's ``DELAYBOUND_*`` environment (the
+    forkserver's is from when it started), run the worker, exit 1 on any failure (reported)."""
+    for k in [k for k in os.environ if k.startswith("DELAYBOUND_")]:
+        del os.environ[k]
+    os.environ.update(env)
     try:
         run_worker(body, body_args, rank=rank, world=world, local_rank=rank, run_dir=run_dir,
                    backend=backend, timeout_s=timeout_s, fault=fault, store_addr=store_addr,
@@ -436,10 +441,11 @@ def spawn_stages(
     store = dist.TCPStore("127.0.0.1", 0, world + 1, is_master=True,
                           timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
     ctx = _context()
+    env = {k: v for k, v in os.environ.items() if k.startswith("DELAYBOUND_")}
     t0 = time.monotonic()
     procs = [ctx.Process(target=_spawned, name=f"stage{r}", daemon=False,
                          args=(body, body_args, r, world, run_dir, backend, timeout_s, fault,
-                               ("127.0.0.1", store.port)))
+                               ("127.0.0.1", store.port), env))
              for r in range(world)]
     killed: set[int] = set()
     try:

@@ -39,6 +39,7 @@ the emulator (status ``diverged``, no step t, no final checkpoint).
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
@@ -70,6 +71,13 @@ def launch(cfg: TrainConfig):
     return launch_pipeline(cfg)
 
 
+def grouped_sends(backend: str) -> bool:
+    """NCCL needs each receive grouped with the sends before it (see ``StageLink``); gloo does
+    not, and sends at once with receives posted ahead. ``DELAYBOUND_PIPE_GROUPED=1`` forces the
+    grouped mode on gloo (tests run the NCCL code path that way)."""
+    return backend == "nccl" or os.environ.get("DELAYBOUND_PIPE_GROUPED") == "1"
+
+
 class StageRun:
     """What the 2BW and the synchronous runtimes share on one stage: setup, links, executor,
     probe, metrics (stage 0), checkpoints, side passes and the step's bookkeeping."""
@@ -88,7 +96,8 @@ class StageRun:
         self.setup = setup = StageSetup(cfg, self.s, self.P, device)
         common = dict(stage=self.s, stages=self.P, device=device, act_shape=setup.act_shape,
                       act_dtype=setup.act_dtype, timeout_s=ctx.timeout_s,
-                      control_group=ctx.control_group, status=ctx.status, store=ctx.store)
+                      control_group=ctx.control_group, status=ctx.status, store=ctx.store,
+                      grouped=grouped_sends(ctx.backend))
         self.link = StageLink(group=None, **common)
         self.side = StageLink(group=ctx.side_group, **common)
         self.exec = StageExecutor(setup, self.link, self.side, ctx.heartbeat)

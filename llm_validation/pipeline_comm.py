@@ -56,6 +56,20 @@ class _Pending:
         self.work, self.tensor, self.peer, self.what = work, tensor, peer, what
 
 
+class _AllWorks:
+    """Several works (a group of p2p ops) waited on as one."""
+
+    def __init__(self, works: list) -> None:
+        self.works = list(works)
+
+    def wait(self, timeout: datetime.timedelta) -> None:
+        for w in self.works:
+            w.wait(timeout)
+
+    def is_completed(self) -> bool:
+        return all(w.is_completed() for w in self.works)
+
+
 class StageLink:
     """The communication of one stage: receive buffers, non-blocking sends, bounded waits.
 
@@ -65,6 +79,8 @@ class StageLink:
     for the small CPU messages (must differ from ``group``: stage 1 -> 0 also carries gradients).
     ``status``/``store``: the stage's published status (``waiting_on`` is set during waits) and
     the store to follow a chain of waits when one times out (see ``launch.follow_waits``).
+    ``grouped``: hold sends back and issue them in one ``batch_isend_irecv`` group with the next
+    receive, as torch's own schedules do (required with NCCL; gloo sends at once).
     """
 
     def __init__(
@@ -80,6 +96,7 @@ class StageLink:
         control_group: Any = None,
         status: dict | None = None,
         store: Any = None,
+        grouped: bool = False,
     ):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -88,6 +105,8 @@ class StageLink:
         self.timeout = datetime.timedelta(seconds=float(timeout_s))
         self.group, self.control_group = group, control_group
         self.status, self.store = status, store
+        self.grouped = grouped
+        self._outbox: list[tuple[Tensor, int, str]] = []   # grouped mode: sends held back
         self._sends: deque[_Pending] = deque()      # activations / gradients
         self._messages: deque[_Pending] = deque()   # control messages
 
@@ -120,7 +139,8 @@ class StageLink:
             self._wait(self._sends.popleft())  # surfaces an error a completed send may carry
 
     def drain(self) -> None:
-        """Wait (bounded) for every send this stage issued."""
+        """Issue the sends held back, then wait (bounded) for every send this stage issued."""
+        self.flush()
         self.drain_messages()
         while self._sends:
             self._wait(self._sends.popleft())
@@ -132,28 +152,41 @@ class StageLink:
             self._wait(self._messages.popleft())
 
     # -- activations (s -> s+1) and their gradients (s+1 -> s) -------------------------------
+    def _post_recv(self, src: int, what: str) -> _Pending:
+        buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.device)
+        if not (self.grouped and self._outbox):
+            return _Pending(dist.irecv(buf, src=src, group=self.group), buf, src, what)
+        # grouped mode: the sends held back go out in one group with this receive (NCCL needs
+        # this: two ranks that both block in a send to each other would deadlock)
+        sends, self._outbox = self._outbox, []
+        ops = [dist.P2POp(dist.isend, t, peer, group=self.group) for t, peer, _ in sends]
+        ops.append(dist.P2POp(dist.irecv, buf, src, group=self.group))
+        works = dist.batch_isend_irecv(ops)
+        keep = (buf, [t for t, _, _ in sends])     # the send tensors live until the group is done
+        return _Pending(_AllWorks(works), keep, src, what)
+
     def post_recv_activation(self, mb: int) -> _Pending:
         """Post the receive of microbatch ``mb``'s input activation from stage ``s-1``."""
-        buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.device)
-        return _Pending(dist.irecv(buf, src=self.stage - 1, group=self.group), buf, self.stage - 1,
-                        f"the activation of microbatch {mb} from stage {self.stage - 1}")
+        return self._post_recv(self.stage - 1, f"the activation of microbatch {mb} from stage "
+                                               f"{self.stage - 1}")
 
     def post_recv_gradient(self, mb: int) -> _Pending:
         """Post the receive of the gradient w.r.t. this stage's output of ``mb`` from ``s+1``."""
-        buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.device)
-        return _Pending(dist.irecv(buf, src=self.stage + 1, group=self.group), buf, self.stage + 1,
-                        f"the gradient of microbatch {mb} from stage {self.stage + 1}")
+        return self._post_recv(self.stage + 1, f"the gradient of microbatch {mb} from stage "
+                                               f"{self.stage + 1}")
 
     def wait(self, pending: _Pending) -> Tensor:
         """The received tensor of a posted receive, waiting at most ``timeout_s``."""
-        return self._wait(pending)
+        out = self._wait(pending)
+        return out[0] if isinstance(out, tuple) else out
 
     def send_activation(self, h: Tensor, mb: int) -> None:
-        """Non-blocking send of this stage's output ``h`` of ``mb`` to stage ``s+1``."""
+        """Send this stage's output ``h`` of ``mb`` to stage ``s+1`` (non-blocking; grouped mode:
+        with the next receive or :meth:`flush`)."""
         self._send(h, self.stage + 1, f"the delivery of activation {mb} to stage {self.stage + 1}")
 
     def send_gradient(self, g: Tensor, mb: int) -> None:
-        """Non-blocking send of the gradient w.r.t. this stage's input of ``mb`` to ``s-1``."""
+        """Send the gradient w.r.t. this stage's input of ``mb`` to ``s-1`` (as above)."""
         self._send(g, self.stage - 1, f"the delivery of gradient {mb} to stage {self.stage - 1}")
 
     def _send(self, t: Tensor, peer: int, what: str) -> None:
@@ -163,8 +196,17 @@ class StageLink:
                 f"stage {self.stage}: {what} has shape {tuple(t.shape)} {t.dtype}, the link carries "
                 f"{self.act_shape} {self.act_dtype}"
             )
+        if self.grouped:
+            self._outbox.append((t, peer, what))
+            return
         self._sends.append(_Pending(dist.isend(t, dst=peer, group=self.group), t, peer, what))
         self._reap()
+
+    def flush(self) -> None:
+        """Grouped mode: issue the sends held back (before the stage may block elsewhere)."""
+        sends, self._outbox = self._outbox, []
+        for t, peer, what in sends:
+            self._sends.append(_Pending(dist.isend(t, dst=peer, group=self.group), t, peer, what))
 
     # -- control messages (statistics and results, to stage 0) -------------------------------
     def send_message(self, obj: dict, dst: int, what: str) -> None:

@@ -52,11 +52,19 @@ class _Prefetch:
         self.posted: deque = deque()
         self.next = 0
 
+    def _post_next(self) -> None:
+        m = self.mbs[self.next]
+        self.posted.append((m, self.post(m)))
+        self.next += 1
+
+    def prepost(self) -> None:
+        """Make sure the next receive is posted (without waiting for it)."""
+        if not self.posted and self.next < len(self.mbs):
+            self._post_next()
+
     def take(self, mb: int) -> Tensor:
         while len(self.posted) < self.depth and self.next < len(self.mbs):
-            m = self.mbs[self.next]
-            self.posted.append((m, self.post(m)))
-            self.next += 1
+            self._post_next()
         m, pending = self.posted.popleft()
         if m != mb:
             raise RuntimeError(f"receive order broken: expected microbatch {m}, need {mb}")
@@ -106,10 +114,13 @@ class StageExecutor:
         s = self.setup
         stash: dict[int, tuple[Tensor, Tensor]] = {}
         held: list[tuple[Tensor, int]] = []
+        depth = 1 if link.grouped else PREFETCH_DEPTH   # grouped: post each receive at its use
         acts_in = _Prefetch(link.post_recv_activation, link.wait,
-                            [a.mb for a in acts if a.kind == FORWARD] if not s.is_first else [])
+                            [a.mb for a in acts if a.kind == FORWARD] if not s.is_first else [],
+                            depth)
         grads_in = _Prefetch(link.post_recv_gradient, link.wait,
-                             [a.mb for a in acts if a.kind == BACKWARD] if not s.is_last else [])
+                             [a.mb for a in acts if a.kind == BACKWARD] if not s.is_last else [],
+                             depth)
         for a in acts:
             self.heartbeat()
             if a.kind == FORWARD:
@@ -134,14 +145,21 @@ class StageExecutor:
                     else:
                         link.send_gradient(x.grad, a.mb)
             elif a.kind == STEP:
+                link.flush()                  # nothing may wait on a send held back here
                 go = True if on_step is None else on_step(a)
                 for g, mb in held:
                     link.send_gradient(g, mb)
                 held.clear()
+                link.flush()
                 if not go:
                     return False
+                # The previous stage already sent the next activation (it is one forward ahead);
+                # post its receive before the side passes, so that a send it waits on (grouped
+                # mode, NCCL) never depends on what this stage does after them.
+                acts_in.prepost()
                 if after_step is not None:
                     after_step(a)
+        link.flush()
         return True
 
     # ----------------------------------------------------------------------- side passes

@@ -32,6 +32,16 @@ def test_2bw_equals_emulated_tau1(tmp_path, P, M):
     assert "smoothness_est" in worst and "momentum_error" in worst   # the side passes ran
 
 
+def test_grouped_sends_nccl_code_path_on_gloo(tmp_path, monkeypatch):
+    """NCCL needs each receive grouped with the sends before it (batch_isend_irecv, as torch's
+    schedules do); that code path, forced on gloo, gives the same run."""
+    monkeypatch.setenv("DELAYBOUND_PIPE_GROUPED", "1")
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=3, M=3)
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=3))
+    assert_same_run(launch(cfg).run_dir, ref.run_dir, cfg)
+
+
 @pytest.mark.parametrize("lam,level", [(1.0, "update"), (0.5, "grad")])
 def test_error_feedback_in_the_pipeline_equals_the_emulator(tmp_path, lam, level):
     corpus = small_corpus(tmp_path)
