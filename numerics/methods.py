@@ -268,8 +268,10 @@ def run(
     if x0 is None:
         x0 = problem.x0
     x = x0.to(torch.float64).expand(B, *shape).clone()  # (B, *shape)
-    ring = torch.empty(t_max + 1, B, *shape, dtype=torch.float64)  # ring[j % (T+1)] = x_j
-    ring[0] = x
+    # ring[j % (T+1)] = x_j and grad f(x_j): the read point y_k = x_{k-tau} is a past iterate,
+    # so its exact gradient was already computed when it was current (no second evaluation).
+    ring = torch.empty(t_max + 1, B, *shape, dtype=torch.float64)
+    gring = torch.empty(t_max + 1, B, *shape, dtype=torch.float64)
     noise = _NoiseStream(configs, shape)
 
     rec: dict[str, Tensor] = {}
@@ -285,6 +287,8 @@ def run(
     u_prev = torch.zeros_like(x)  # u_{k-1} (update_nowd) / v_{k-1} (update)
     adam_b1 = (1.0 - alpha)  # (B, 1...) first-moment decay
     fx, gx = problem.value_and_grad(x)
+    if t_max > 0:
+        ring[0], gring[0] = x, gx
     for k in range(K + 1):
         if "gap" in rec:
             rec["gap"][k] = fx - problem.f_star
@@ -316,8 +320,9 @@ def run(
         else:
             slot = torch.clamp(k - taus, min=0) % (t_max + 1)
             # index_select on the flattened ring: far faster than ring[slot, rows].
-            y = ring.view(-1, *shape).index_select(0, slot * B + rows)
-            gy = problem.grad(y)
+            flat = slot * B + rows
+            y = ring.view(-1, *shape).index_select(0, flat)
+            gy = gring.view(-1, *shape).index_select(0, flat)
         xi = noise.at(k)
         g = gy if xi is None else gy + xi
         # 3. gradient-level EF.
@@ -379,9 +384,10 @@ def run(
             st["v"][k] = x_base - x
 
         x, u_prev = x_new, u_next
+        fx, gx = problem.value_and_grad(x)
         if t_max > 0:
             ring[(k + 1) % (t_max + 1)] = x
-        fx, gx = problem.value_and_grad(x)
+            gring[(k + 1) % (t_max + 1)] = gx
 
     return Trajectory(problem, configs, method, ef, K, rec, st, x)
 

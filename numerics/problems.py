@@ -78,23 +78,33 @@ PL_SINE_L = 8.0
 PL_SINE_MU = 0.1755309858797317
 
 
-def _sym_matvec(a: Tensor, e: Tensor, dim: int) -> Tensor:
-    """``A e`` along dimension ``dim`` of ``e`` (A symmetric) as a fixed-order sum of columns.
+def _sym_matvec(a: Tensor, dim: int) -> Callable[[Tensor], Tensor]:
+    """``e -> A e`` along dimension ``dim`` of ``e`` (A symmetric) as a fixed-order sum of columns.
 
     Pure elementwise ops, so every row's result is bitwise independent of the batch size
     (a BLAS matmul picks different kernels for different batch sizes) and faster than a
-    broadcast-then-reduce for the small sizes used here.
+    broadcast-then-reduce for the small sizes used here. The columns are shaped once.
     """
     n = a.shape[0]
-    idx = [slice(None)] * e.ndim
-    shape = [1] * e.ndim
-    shape[dim] = n
-    out = None
-    for j in range(n):
-        idx[dim] = slice(j, j + 1)
-        term = e[tuple(idx)] * a[:, j].reshape(shape)
-        out = term if out is None else out + term
-    return out
+
+    def cols(ndim: int) -> list[Tensor]:
+        shape = [1] * ndim
+        shape[dim] = n
+        return [a[:, j].reshape(shape).clone() for j in range(n)]
+
+    cache: dict[int, list[Tensor]] = {}
+
+    def matvec(e: Tensor) -> Tensor:
+        c = cache.get(e.ndim)
+        if c is None:
+            c = cache[e.ndim] = cols(e.ndim)
+        parts = e.split(1, dim=dim)
+        out = parts[0] * c[0]
+        for j in range(1, n):
+            out = out + parts[j] * c[j]
+        return out
+
+    return matvec
 
 
 @dataclass(frozen=True, eq=False)
@@ -235,6 +245,7 @@ def quadratic(dim: int, *, geometry: str = "l2", seed: int = 0, cond: float = 10
     geom = L2 if geometry == "l2" else LINF
     xs = torch.randn(dim, generator=gen, dtype=torch.float64)
     xs = xs / geom.norm(xs)
+    a_matvec = _sym_matvec(a, -1)
     if geometry == "l2":
         big_l, attain = float(lam.max()), None
         mu = float(lam.min())
@@ -244,7 +255,7 @@ def quadratic(dim: int, *, geometry: str = "l2", seed: int = 0, cond: float = 10
 
     def value_and_grad(x: Tensor) -> tuple[Tensor, Tensor]:
         e = x - xs
-        g = _sym_matvec(a, e, -1)  # (..., d)
+        g = a_matvec(e)  # (..., d)
         return 0.5 * (e * g).sum(-1), g
 
     return Problem(
@@ -268,10 +279,11 @@ def matrix_least_squares(p: int, q: int, *, seed: int = 0, cond: float = 10.0) -
     xs = torch.randn(p, q, generator=gen, dtype=torch.float64)
     xs = xs / SPECTRAL.norm(xs)
     big_l, attain = spectral_quadratic_constant(m, q)
+    m_matvec = _sym_matvec(m, -2)
 
     def value_and_grad(x: Tensor) -> tuple[Tensor, Tensor]:
         e = x - xs
-        g = _sym_matvec(m, e, -2)  # (..., p, q): M E
+        g = m_matvec(e)  # (..., p, q): M E
         return 0.5 * (e * g).sum((-2, -1)), g
 
     return Problem(

@@ -13,7 +13,7 @@ def test_bench_numerics_smoke(capsys):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main(["--json", "--steps", "8", "--seeds", "1", "--naive-runs", "1",
-                     "--ns-size", "32", "--threads", "1"]) == 0
+                     "--ns-size", "32", "--threads", "1", "--workers", "1"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["grid_runs"] == 5 * 5 * 4 * 3 * 2 and out["naive_extrapolated"] is True
     assert out["speedup"] > 0 and out["batched_s"] > 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings, target
@@ -23,6 +24,10 @@ from numerics_strategies import SIZE, draws
 STEPS = 150
 #: Noise seeds averaged for sigma > 0 in the property suite.
 SEEDS = 4
+#: Optional longer tightness search: NUMERICS_TIGHTNESS_EXAMPLES=N overrides the profile's
+#: example count for the property suite (the default run uses the conftest profile).
+TIGHTNESS_EXAMPLES = int(os.environ.get("NUMERICS_TIGHTNESS_EXAMPLES", "0"))
+_EXTRA = {"max_examples": TIGHTNESS_EXAMPLES} if TIGHTNESS_EXAMPLES > 0 else {}
 WORST: dict[str, dict] = {}
 
 CHECKED = sorted(n for n in SPECS if n in THEOREMS)
@@ -48,7 +53,7 @@ def test_every_theorem_with_a_bound_has_a_simulation_spec():
 
 
 @pytest.mark.parametrize("name", CHECKED)
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much], **_EXTRA)
 @given(data=st.data(), d=draws)
 def test_bound_holds_at_every_step(name, data, d):
     spec = SPECS[name]
