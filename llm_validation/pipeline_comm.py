@@ -78,7 +78,7 @@ class StageLink:
     of the activations (None: the default group); ``control_group``: a gloo group over all ranks
     for the small CPU messages (must differ from ``group``: stage 1 -> 0 also carries gradients).
     ``status``/``store``: the stage's published status (``waiting_on`` is set during waits) and
-    the store to follow a chain of waits when one times out (see ``launch.follow_waits``).
+    the store to follow a chain of waits when one times out (see ``pipeline_faults.follow_waits``).
     ``grouped``: hold sends back and issue them in one ``batch_isend_irecv`` group with the next
     receive, as torch's own schedules do (required with NCCL; gloo sends at once).
     """
@@ -121,7 +121,7 @@ class StageLink:
             detail = str(exc).splitlines()[0][:300]
             peer = p.peer
             if kind == TIMEOUT and self.store is not None:   # blame the end of the wait chain
-                from llm_validation.launch import follow_waits
+                from llm_validation.pipeline_faults import follow_waits
 
                 peer, chain = follow_waits(self.store, p.peer, self.stages)
                 if len(chain) > 1:

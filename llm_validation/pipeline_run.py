@@ -34,8 +34,8 @@ import torch
 
 from llm_validation.checkpoint import RunPaths, read_json, read_metrics, rewrite_metrics_before, write_json
 from llm_validation.config import TrainConfig
-from llm_validation.launch import (DEFAULT_TIMEOUT_S, PipelineFailure, WorkerContext, parse_fault,
-                                   run_worker, spawn_stages, torchrun_env)
+from llm_validation.launch import DEFAULT_TIMEOUT_S, WorkerContext, run_worker, spawn_stages, torchrun_env
+from llm_validation.pipeline_faults import PipelineFailure, parse_fault
 from llm_validation.pipeline_schedule import validate_pipeline_shape
 from llm_validation.pipeline_stage import latest_complete
 
@@ -125,7 +125,7 @@ def _prepare(cfg: TrainConfig, paths: RunPaths, write: bool) -> int:
 
 def launch_pipeline(cfg: TrainConfig, progress: bool = True):
     """Run ``cfg`` as a real pipeline (see the module docstring); returns the RunResult.
-    Raises ``ValueError`` for a bad configuration and ``launch.PipelineFailure`` (naming the
+    Raises ``ValueError`` for a bad configuration and ``pipeline_faults.PipelineFailure`` (naming the
     failed stage) when a stage dies or hangs. ``progress``: echo stage 0's progress lines."""
     from llm_validation.train import RunResult, resolve_device
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from llm_validation.checkpoint import RunPaths
-from llm_validation.launch import PipelineFailure
+from llm_validation.pipeline_faults import PipelineFailure
 from llm_validation.pipeline_2bw import launch
 from llm_validation.pipeline_stage import COMPLETE, ckpt_dir, latest_complete
 from test_pipeline_support import assert_same_run, emulate, pipe_cfg, small_corpus

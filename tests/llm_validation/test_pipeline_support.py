@@ -14,7 +14,7 @@ import torch
 from llm_helpers import MICRO
 from llm_validation.checkpoint import RunPaths, latest_checkpoint, load_checkpoint, read_metrics
 from llm_validation.config import DataConfig, DelayConfig, OptimConfig, RunConfig, TrainConfig
-from llm_validation.launch import FaultSpec, _blame, follow_waits, parse_fault
+from llm_validation.pipeline_faults import FaultSpec, blame, follow_waits, parse_fault
 from llm_validation.pipeline_comm import decode_message, encode_message
 from llm_validation.pipeline_stage import latest_complete, load_stage_checkpoint, stage_param_names
 from llm_validation.train import train
@@ -118,17 +118,17 @@ def test_parse_fault():
 
 def test_blame_prefers_a_dead_stage_then_own_errors_then_the_silent_peer():
     t = 100.0
-    died = _blame({0: 1, 1: -signal.SIGKILL, 2: 1}, set(),
+    died = blame({0: 1, 1: -signal.SIGKILL, 2: 1}, set(),
                   {0: {"stage": 0, "peer": 1, "kind": "lost", "message": "m", "time": t}})
     assert died == (1, "stage 1 died (killed by signal SIGKILL)")
-    own = _blame({0: 1, 1: 1}, {1}, {0: {"stage": 0, "peer": None, "kind": "error",
+    own = blame({0: 1, 1: 1}, {1}, {0: {"stage": 0, "peer": None, "kind": "error",
                                         "message": "boom", "time": t}})
     assert own[0] == 0 and "boom" in own[1]
-    hung = _blame({0: 1, 1: -signal.SIGTERM, 2: 1}, {1},
+    hung = blame({0: 1, 1: -signal.SIGTERM, 2: 1}, {1},
                   {0: {"stage": 0, "peer": 1, "kind": "timeout", "message": "a", "time": t + 1},
                    2: {"stage": 2, "peer": 1, "kind": "timeout", "message": "b", "time": t}})
     assert hung[0] == 1 and "hung" in hung[1] and hung[1].endswith("b")
-    unnamed = _blame({0: 1, 1: -signal.SIGTERM}, {1},
+    unnamed = blame({0: 1, 1: -signal.SIGTERM}, {1},
                      {0: {"stage": 0, "peer": None, "kind": "timeout", "message": "c", "time": t}})
     assert unnamed[0] == 1
 

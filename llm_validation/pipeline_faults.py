@@ -1,0 +1,221 @@
+"""Faults of a pipeline run: deadlines, watchdog, stage status, reports and blame.
+
+Model: a stage either dies (its process is gone: its neighbours see a closed connection at
+once), hangs in its own code (alive and silent: its neighbours' waits reach their deadline), or
+fails in its own code (an exception). Everything a stage learns is written as a report
+``logs/fault_stage<s>.json`` (``kind``: ``lost``, ``timeout``, ``error`` or ``stalled``; the
+``peer`` held responsible), and the launcher (``launch.spawn_stages``) picks the culprit with
+:func:`blame` once it has stopped every process.
+
+- Deadlines: every p2p wait (``pipeline_comm.StageLink``) and the process groups use
+  ``timeout_s`` (``DELAYBOUND_PIPE_TIMEOUT_S``, default 30 s).
+- Chains of waits: each stage publishes the peer it is waiting on to the rendezvous store every
+  :data:`STATUS_EVERY_S` (:func:`start_watchdog`); a wait that times out follows the chain
+  (:func:`follow_waits`) to the stage that waits on nobody, so stage 0 waiting on stage 1 that
+  waits on a hung stage 2 names stage 2, whichever deadline expires first.
+- Watchdog: the same thread exits a stage (code :data:`WATCHDOG_EXIT`) whose loop made no
+  progress for ``timeout_s + WATCHDOG_SLACK_S`` (a hang outside any wait).
+- Blame order (:func:`blame`): a stage that died without a report (signal, crash); else one that
+  reported an error or stall of its own; else the peer named by the earliest timeout (hung);
+  else the peer of the earliest lost connection; with unnamed peers (torch's schedules), the one
+  stage that stayed silent until it was stopped.
+
+Fault injection (tests only): ``DELAYBOUND_PIPE_FAULT="stage=S,step=T,kind=die|hang"`` makes
+stage S kill itself (SIGKILL) or sleep forever right after its optimizer step T
+(:func:`inject_fault`), after writing ``logs/fault_injected.json`` with the time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = [
+    "PipelineFailure",
+    "FaultSpec",
+    "parse_fault",
+    "inject_fault",
+    "WATCHDOG_SLACK_S",
+    "WATCHDOG_EXIT",
+    "STATUS_EVERY_S",
+    "logs_dir",
+    "write_report",
+    "status_key",
+    "start_watchdog",
+    "follow_waits",
+    "read_reports",
+    "blame",
+]
+
+#: The watchdog fires this long after the p2p deadline, so a stage blocked in a legitimate wait
+#: is always reported by the wait (which names the peer), not by the watchdog.
+WATCHDOG_SLACK_S = 10.0
+#: Exit code of a worker stopped by its own watchdog.
+WATCHDOG_EXIT = 70
+
+
+class PipelineFailure(RuntimeError):
+    """The pipeline run failed; ``stage`` is the stage held responsible (None if unknown)."""
+
+    def __init__(self, message: str, stage: int | None):
+        super().__init__(message)
+        self.stage = stage
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """An injected fault (tests only): ``kind`` in {die, hang} on ``stage`` after step ``step``."""
+
+    stage: int
+    step: int
+    kind: str
+
+
+def parse_fault(text: str | None) -> FaultSpec | None:
+    """Parse ``"stage=S,step=T,kind=die|hang"``; None/empty gives None."""
+    if not text:
+        return None
+    try:
+        kv = dict(part.split("=", 1) for part in text.split(","))
+        spec = FaultSpec(stage=int(kv["stage"]), step=int(kv["step"]), kind=kv["kind"])
+    except (ValueError, KeyError) as exc:
+        raise ValueError(f"DELAYBOUND_PIPE_FAULT={text!r} must look like 'stage=1,step=3,kind=die'") from exc
+    if spec.kind not in ("die", "hang"):
+        raise ValueError(f"DELAYBOUND_PIPE_FAULT kind={spec.kind!r} must be 'die' or 'hang'")
+    return spec
+
+
+def inject_fault(run_dir: str, rank: int, fault: FaultSpec | None, step: int) -> None:
+    """Tests: kill (SIGKILL) or hang this process after optimizer step ``step`` if told to."""
+    if fault is None or fault.stage != rank or fault.step != step:
+        return
+    print(f"[fault injection] stage {rank}: {fault.kind} after step {step}", flush=True)
+    write_report(run_dir, rank, {"stage": rank, "step": step, "kind": fault.kind,
+                                 "time": time.time()}, name="fault_injected.json")
+    if fault.kind == "die":
+        os.kill(os.getpid(), signal.SIGKILL)
+    while True:  # hang: a silent, live process
+        time.sleep(3600)
+
+
+def logs_dir(run_dir: str | Path) -> Path:
+    """``<run_dir>/logs`` (created)."""
+    path = Path(run_dir) / "logs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_report(run_dir: str, rank: int, report: dict, name: str | None = None) -> None:
+    """Write a fault report atomically (``logs/fault_stage<rank>.json`` or ``name``)."""
+    path = logs_dir(run_dir) / (name or f"fault_stage{rank}.json")
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report))
+    os.replace(tmp, path)
+
+
+#: How often each stage publishes its status (progress, the peer it waits on) to the store.
+STATUS_EVERY_S = 0.5
+
+
+def status_key(rank: int) -> str:
+    """Store key of a stage's published status."""
+    return f"delaybound/status/{rank}"
+
+
+def start_watchdog(run_dir: str, rank: int, limit_s: float, store: Any,
+                    status: dict) -> Callable[[], None]:
+    """Daemon thread that publishes this stage's ``status`` (``waiting_on``: the peer of the
+    current p2p wait, or None) to the store and exits the process when ``heartbeat`` was not
+    called for ``limit_s``."""
+    last = [time.monotonic()]
+
+    def heartbeat() -> None:
+        last[0] = time.monotonic()
+
+    def watch() -> None:
+        while True:
+            time.sleep(min(STATUS_EVERY_S, limit_s / 4))
+            try:
+                store.set(status_key(rank), json.dumps(
+                    {"waiting_on": status.get("waiting_on"), "time": time.time()}))
+            except Exception:  # pragma: no cover - the store is gone: the run is ending
+                pass
+            idle = time.monotonic() - last[0]
+            if idle > limit_s:
+                msg = f"stage {rank} made no progress for {idle:.0f} s (watchdog)"
+                write_report(run_dir, rank, {"stage": rank, "peer": None, "kind": "stalled",
+                                             "message": msg, "time": time.time()})
+                print(msg, file=sys.stderr, flush=True)
+                os._exit(WATCHDOG_EXIT)
+
+    threading.Thread(target=watch, name="pipeline-watchdog", daemon=True).start()
+    return heartbeat
+
+
+def follow_waits(store: Any, peer: int, world: int) -> tuple[int, list[int]]:
+    """The stage really at fault when a wait on ``peer`` timed out: follow the chain of stages
+    each waiting on the next (from their published status) to one that waits on nobody, i.e.
+    is stuck in its own code. Returns (that stage, the chain from ``peer``)."""
+    chain = [peer]
+    while len(chain) <= world:
+        try:
+            status = json.loads(store.get(status_key(chain[-1])).decode())
+        except Exception:
+            break
+        nxt = status.get("waiting_on")
+        if nxt is None or nxt in chain:
+            break
+        chain.append(int(nxt))
+    return chain[-1], chain
+
+
+def read_reports(run_dir: str, world: int) -> dict[int, dict]:
+    """The fault reports present, by stage."""
+    out = {}
+    for r in range(world):
+        path = logs_dir(run_dir) / f"fault_stage{r}.json"
+        if path.exists():
+            try:
+                out[r] = json.loads(path.read_text())
+            except (OSError, ValueError):  # pragma: no cover - a report torn by a kill
+                out[r] = {"stage": r, "peer": None, "kind": "error", "message": "unreadable report",
+                          "time": path.stat().st_mtime}
+    return out
+
+
+def blame(exitcodes: dict[int, int | None], killed: set[int], faults: dict[int, dict]) -> tuple[int | None, str]:
+    """(failed stage, reason) from the exit codes, the stages the launcher stopped (``killed``)
+    and the fault reports; see the module docstring."""
+    for r, code in sorted(exitcodes.items()):
+        if r in killed or code in (0, None) or r in faults:
+            continue
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            return r, f"stage {r} died (killed by signal {name})"
+        return r, f"stage {r} exited with code {code} without a report"
+    own = [f for f in faults.values() if f.get("kind") in ("error", "stalled")]
+    if own:
+        f = min(own, key=lambda f: f["time"])
+        return f["stage"], f"stage {f['stage']} failed: {f['message']}"
+    for kind, why in (("timeout", "hung"), ("lost", "lost its connection")):
+        rep = sorted((f for f in faults.values() if f.get("kind") == kind), key=lambda f: f["time"])
+        named = [f for f in rep if f.get("peer") is not None]
+        if named:
+            peer = named[0]["peer"]
+            return peer, f"stage {peer} {why}: {named[0]['message']}"
+        if rep:  # the peer is unknown (torch's schedules): the stage that was silent to the end
+            silent = sorted(r for r in killed if r not in faults)
+            if len(silent) == 1:
+                return silent[0], f"stage {silent[0]} {why}: {rep[0]['message']}"
+            return None, f"a stage {why} (stages {silent} never reported): {rep[0]['message']}"
+    return None, "a stage failed for an unknown reason"
