@@ -32,6 +32,14 @@ def test_2bw_equals_emulated_tau1(tmp_path, P, M):
     assert "smoothness_est" in worst and "momentum_error" in worst   # the side passes ran
 
 
+def test_bfloat16_autocast_is_bitwise_too(tmp_path):
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, dtype="bfloat16")
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=2,
+                           dtype="bfloat16"))
+    assert_same_run(launch(cfg).run_dir, ref.run_dir, cfg)
+
+
 def test_grouped_sends_nccl_code_path_on_gloo(tmp_path, monkeypatch):
     """NCCL needs each receive grouped with the sends before it (batch_isend_irecv, as torch's
     schedules do); that code path, forced on gloo, gives the same run."""
