@@ -63,12 +63,13 @@ __all__ = ["launch", "run_2bw_stage", "StageRun", "DIVERGED_KEY"]
 DIVERGED_KEY = "delaybound/diverged_step"
 
 
-def launch(cfg: TrainConfig):
+def launch(cfg: TrainConfig, progress: bool = True):
     """Run ``cfg`` (``cfg.run.pipeline`` in {2bw, gpipe, 1f1b}) as a multi-process pipeline and
-    return the ``RunResult`` (see :mod:`llm_validation.pipeline_run`)."""
+    return the ``RunResult`` (see :mod:`llm_validation.pipeline_run`); ``progress``: echo stage
+    0's ``[train]`` lines to stderr."""
     from llm_validation.pipeline_run import launch_pipeline
 
-    return launch_pipeline(cfg)
+    return launch_pipeline(cfg, progress=progress)
 
 
 def grouped_sends(backend: str) -> bool:
