@@ -1,10 +1,10 @@
-"""``delaybound bench [NAME...] [--list] [--json] [--timeout S] [-- ARGS]``: run the benchmarks.
+"""``delaybound bench [NAME...] [--list] [--json] [--timeout S] [--args "..."]``: run benchmarks.
 
 Each ``benchmarks/bench_<name>.py`` of the source tree is run as ``python bench_<name>.py
 --json ARGS`` in a subprocess (the repository root as working directory and on PYTHONPATH);
 each prints one JSON object. Without names every benchmark runs, in name order. ``--json``
 prints ``{name: result}`` as one object; otherwise each result is printed as it arrives.
-Extra arguments after ``--`` go to every selected benchmark (e.g. ``-- --reps 3``). Exit code
+``--args "--reps 3"`` passes extra arguments to every selected benchmark. Exit code
 1 when a benchmark fails (non-zero exit, timeout or output that is not one JSON object).
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -70,7 +71,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in found]
     if unknown:
         raise ValueError(f"unknown benchmark(s) {unknown}; have {list(found)}")
-    extra = [a for a in (args.extra or []) if a != "--"]
+    extra = shlex.split(args.args or "")
     results, failed = {}, False
     for name in names:
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
@@ -89,11 +90,12 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "bench", help="run the benchmarks (benchmarks/bench_*.py) and print their JSON",
         description="Run benchmarks/bench_<NAME>.py --json for each NAME (default: all) and "
-                    "print the JSON results. Arguments after -- are passed to every benchmark.")
+                    "print the JSON results.")
     p.add_argument("names", nargs="*", metavar="NAME", help="benchmark names (e.g. delay)")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     p.add_argument("--json", action="store_true", help="print {name: result} as one object")
     p.add_argument("--timeout", type=float, default=1800.0,
                    help="seconds per benchmark (default 1800)")
-    p.add_argument("extra", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.add_argument("--args", metavar="ARGS", help='extra arguments for every benchmark, e.g. '
+                   '--args "--reps 3"')
     p.set_defaults(func=cmd_bench)

@@ -76,7 +76,7 @@ def write_report(path: str | Path, *, title: str = "delaybound demo report",
     L: list[str] = [f"# {title}", ""]
     L += list(intro) + ([""] if intro else [])
     if stages:
-        L += ["## Stages", ""] + _table(stages, ("stage", "status", "seconds", "output")) + [""]
+        L += ["## Stages", ""] + _table(stages, ("stage", "status", "seconds", "cpu_seconds", "output")) + [""]
     if theorems is not None:
         L += ["## 1. Theorems", "",
               "Each bound is a sympy expression checked by `delaybound theory check`; "

@@ -1,0 +1,85 @@
+"""``delaybound validate``, ``sweep`` and ``bench`` on the command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from delaybound.cli import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "llm_validation"))
+from test_validate_logic import headline  # noqa: E402  (synthetic run directories)
+
+MICRO = ["--set", "model.n_layer=1", "--set", "model.d_model=16", "--set", "model.n_head=2",
+         "--set", "model.n_kv_head=1", "--set", "model.d_ff=32", "--set", "data.seq_len=16",
+         "--set", "run.batch_size=4", "--set", "run.eval_batches=1"]
+
+
+def test_validate_json_and_text(tmp_path, capsys):
+    headline(tmp_path / "runs", {"adamw": 0.3, "muon": 0.05})
+    assert main(["validate", str(tmp_path / "runs"), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    st = {v["id"]: v["status"] for v in rep["verdicts"]}
+    assert st["gap_adamw_gt_muon"] == "pass"
+    assert rep["counts"]["pass"] >= 1 and "paired" in rep["gap_definition"]
+    assert main(["validate", str(tmp_path / "runs"), "--plots", str(tmp_path / "p"),
+                 "--report", str(tmp_path / "r.md")]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "gap_adamw_gt_muon" in out
+    assert (tmp_path / "p" / "loss_curves.png").is_file()
+    md = (tmp_path / "r.md").read_text()
+    assert "![loss_curves.png](p/loss_curves.png)" in md
+
+
+def test_validate_errors_are_one_line(tmp_path, capsys):
+    assert main(["validate", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such run directory" in err[0]
+    assert main(["validate", str(tmp_path)]) == 2
+    assert "no run directories" in capsys.readouterr().err
+
+
+def test_sweep_dry_run_and_run(tmp_path, capsys):
+    out = str(tmp_path / "sw")
+    args = ["sweep", "--out", out, "--optimizer", "adamw", "--mode", "sync,2bw",
+            "--lr", "adamw=1e-3,2e-3", "--seeds", "0", "--steps", "2", *MICRO]
+    assert main(args + ["--dry-run", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [r["action"] for r in plan["runs"]] == ["start"] * 4
+    assert main(args + ["--jobs", "0", "--quiet"]) == 0
+    assert main(args + ["--dry-run"]) == 0
+    assert capsys.readouterr().out.strip().endswith("4 runs (4 finished)")
+    index = json.loads((Path(out) / "index.json").read_text())
+    assert len(index["runs"]) == 4 and index["grid"]["lrs"] == {"adamw": [0.001, 0.002]}
+
+
+def test_sweep_bad_input(tmp_path, capsys):
+    assert main(["sweep", "--out", str(tmp_path), "--mode", "async"]) == 2
+    assert "modes" in capsys.readouterr().err
+    assert main(["sweep", "--out", str(tmp_path), "--lr", "1e-3", "--lr", "muon=1e-2"]) == 2
+    assert main(["sweep", "--out", str(tmp_path), "--grid", str(tmp_path / "g.json")]) == 2
+    (tmp_path / "g.json").write_text('{"optimizers": ["adamw"], "bogus": 1}')
+    assert main(["sweep", "--out", str(tmp_path), "--grid", str(tmp_path / "g.json")]) == 2
+    assert "bogus" in capsys.readouterr().err
+
+
+def test_bench_list_and_unknown(capsys):
+    assert main(["bench", "--list"]) == 0
+    assert "delay" in capsys.readouterr().out
+    assert main(["bench", "no_such_bench"]) == 2
+
+
+def test_bench_runs_a_benchmark_script(tmp_path, monkeypatch, capsys):
+    import delaybound.cmd_bench as cb
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "bench_ok.py").write_text("import json, sys\nprint(json.dumps({'args': sys.argv[1:]}))\n")
+    (bench / "bench_bad.py").write_text("print('not json')\n")
+    monkeypatch.setattr(cb, "benchmark_dir", lambda: bench)
+    assert main(["bench", "ok", "--json", "--args", "--reps 3"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"ok": {"args": ["--json", "--reps", "3"]}}
+    assert main(["bench", "bad", "--json"]) == 1
+    assert "not one JSON object" in capsys.readouterr().out
