@@ -236,6 +236,13 @@ class _Probe:
         self.prev_step = int(sd["prev_step"])
 
 
+def _check_vocab(tokens: Tensor, vocab_size: int, what: str) -> None:
+    top = int(tokens.max())
+    if top >= vocab_size:
+        raise ValueError(f"{what} has token id {top} >= ModelConfig.vocab_size={vocab_size}; "
+                         "the shards need a larger vocabulary")
+
+
 def load_config(run_dir: str | Path) -> TrainConfig:
     """The TrainConfig saved in ``run_dir/config.json``."""
     d = read_json(RunPaths(run_dir).config)
@@ -281,6 +288,9 @@ def train(cfg: TrainConfig, *, progress: bool = True,
     val_sampler = WindowSampler(corpus.val, run.batch_size, cfg.data.seq_len, run.seed, STREAM_VAL)
     val_batches = [tuple(t.to(device) for t in val_sampler.batch(i))
                    for i in range(run.eval_batches)]
+    if not corpus.byte_level:
+        for i, (vx, vy) in enumerate(val_batches):
+            _check_vocab(torch.cat([vx, vy[:, -1:]], 1), cfg.model.vocab_size, f"val batch {i}")
     probe = _Probe(cfg, model, opt, corpus, ctx, device)
 
     start, ckpt = 0, latest_checkpoint(paths) if run.resume else None
@@ -322,6 +332,8 @@ def train(cfg: TrainConfig, *, progress: bool = True,
             if run.eval_interval and step % run.eval_interval == 0:
                 val_loss = evaluate(model, val_batches, run.microbatches, ctx)   # at W(t)
             x, y = (t.to(device) for t in sampler.next())                       # [B, T]
+            if not corpus.byte_level:
+                _check_vocab(y, cfg.model.vocab_size, f"training batch {step}")
             active = probe.active(step)
             noise = stats.MicrobatchGradVariance(opt.params, run.microbatches) \
                 if active and run.microbatches > 1 else None

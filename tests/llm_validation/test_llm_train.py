@@ -158,3 +158,16 @@ def test_statistics_do_not_change_the_trajectory(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
     losses = lambda out: [r["loss"] for r in read_metrics(out)]    # noqa: E731
     assert losses(probed) == losses(bare)
+
+
+def test_token_shards_with_ids_beyond_the_vocabulary_are_refused(tmp_path):
+    import numpy as np
+
+    from llm_validation.data import write_bin_shard
+
+    write_bin_shard(tmp_path / "train.bin", np.arange(4000) % 300)
+    cfg = _cfg(tmp_path / "run", tau=0, lam=0.0).replace(
+        data=DataConfig(path=str(tmp_path / "train.bin"), seq_len=16))
+    assert cfg.model.vocab_size == 256
+    with pytest.raises(ValueError, match="vocab_size=256"):
+        train(cfg, progress=False)
