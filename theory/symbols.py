@@ -38,7 +38,7 @@ import sympy
 
 __all__ = [
     "K", "k", "L", "eta", "gamma", "alpha", "beta", "sigma", "rho", "tau", "r0", "Delta0",
-    "lam", "omega_bar", "s", "mu", "eps", "D", "D_OF", "SCALARS",
+    "lam", "omega_bar", "s", "mu", "eps", "D", "D_OF", "SCALARS", "LATEX_NAMES",
     "VEC_X", "VEC_X_NEXT", "VEC_X_STAR", "VEC_D", "VEC_M", "VEC_G", "VEC_E", "VEC_V",
     "VEC_V_PREV", "VEC_V_PREV2", "VEC_Z", "VEC_XI", "VEC_GP", "VEC_GP_PREV", "VEC_GY",
     "VECTORS",
@@ -71,6 +71,11 @@ SCALARS: dict[str, sympy.Symbol] = {
     sym.name: sym
     for sym in (K, k, L, eta, gamma, alpha, beta, sigma, rho, tau, r0, Delta0, lam, omega_bar,
                 s, mu, eps, D)
+}
+
+#: LaTeX names for symbols whose sympy default would not read well.
+LATEX_NAMES: dict[sympy.Symbol, str] = {
+    lam: r"\lambda", omega_bar: r"\bar{\omega}", Delta0: r"\Delta_0", r0: r"r_0",
 }
 
 # Vector placeholders for linear identities (iterates, directions, gradients, noise).

@@ -30,6 +30,7 @@ import sympy
 from theory.decide import domain_substitutions, is_nonneg, is_zero
 from theory.domain import Domain
 from theory.proof import Proof
+from theory.symbols import LATEX_NAMES
 from theory.tuning import Tuning, complexity as _complexity, tuned as _tuned
 
 __all__ = ["Theorem", "Condition"]
@@ -164,8 +165,8 @@ class Theorem:
 
     # ---------------------------------------------------------------------------- rendering
     def latex(self) -> str:
-        """``lhs \\le bound`` in LaTeX."""
-        return f"{self.lhs_latex} \\le {sympy.latex(self.bound)}"
+        """``lhs \\leq bound`` in LaTeX (renders with matplotlib mathtext)."""
+        return f"{self.lhs_latex} \\leq {sympy.latex(self.bound, symbol_names=LATEX_NAMES)}"
 
     def parameter_table(self) -> list[dict]:
         """Parameters with their domains (for ``show``)."""
