@@ -89,6 +89,11 @@ def test_headline_pass(tmp_path):
     assert v.measured["difference AdamW - Muon"].lo > 0
     share = rep.get("ef_gain[muon]").measured["share of gap removed"]
     assert share.estimate == pytest.approx(0.6, abs=0.05) and share.method == "bootstrap"
+    # theory's bounds at the measured constants (L = p95 smoothness 7.5, eta = lr, D = 1/wd)
+    me = rep.get("momentum_error[muon]")
+    assert me.status == PASS and me.measured["measured / bound"].hi < 1
+    sc = rep.get("star_convex_delay_term[muon]")
+    assert sc.status == PASS and sc.measured["looseness bound / gap"] > 1
     # sweeps absent: listed, inconclusive, saying why
     for vid in ("gap_vs_lr[adamw]", "gap_vs_tau[muon]", "gap_vs_batch[muon]",
                 "ef_share_vs_alignment", "pipeline_matches_emulation"):

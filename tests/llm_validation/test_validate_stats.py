@@ -145,3 +145,13 @@ def test_interval_validation_and_roundtrip():
     assert Interval.from_dict(iv.to_dict()) == iv
     unb = Interval.unbounded(1.0, n=1)
     assert Interval.from_dict({**unb.to_dict(), "lo": None, "hi": None}) == unb
+
+
+@pytest.mark.parametrize("tau, alpha", [(1, 0.1), (2, 0.05), (4, 1.0), (3, 0.3)])
+def test_pl_shape_is_theorys_gap_law(tau, alpha):
+    """The fitted shape is theory's leading PL gap term 2 L^2 eta^2 tau (...) / mu at
+    L = eta = 1, mu = 2 (the law lives in theory.THEOREMS['pl_delay_gap']; this pins it)."""
+    from theory import THEOREMS
+    law = THEOREMS["pl_delay_gap"].evaluate_extra("gap_leading", L=1.0, eta=1.0, mu=2.0,
+                                                   tau=tau, alpha=alpha)
+    assert pl_shape([tau], alpha)[0] == pytest.approx(law, rel=1e-12)
