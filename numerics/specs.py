@@ -13,7 +13,7 @@ sample random instances satisfying its assumptions.
 | momentum_error           | lmo             | ||m_k - grad f(x_k)||_*                            |
 | star_convex_sync/delayed | lmo, beta > 0   | f(x_K) - f*                                        |
 | nonconvex_delayed        | lmo, beta = 0   | (1/K) sum_{k<K} ||grad f(x_k)||_*                  |
-| pl_delay_gap             | lmo, sigma = 0  | f(x_k) - f* (pathwise)                             |
+| pl_delay_gap             | lmo, sigma = 0  | f(x_k) - f* <= max(r0, floor) (pathwise)           |
 | nonconvex_delayed_gd     | sgd (l2)        | (1/K) sum_{k<K} ||grad f(x_k)||_2^2 (pathwise)     |
 | nonconvex_delayed_gd_ef  | sgd + EF, tau=1 | (1/K) sum_{k<K} ||grad f(z_k)||_2^2 (pathwise)     |
 | *_ef (LMO)               | lmo + EF        | the same quantities at z_k, omega_bar measured     |
@@ -67,6 +67,9 @@ class Spec:
     """(problem, config, traj, columns) -> check name -> min slack."""
     kind: str
     """Instance kind of :func:`numerics.draws.config_for` (how draws become a configuration)."""
+    bound_of: Callable[[np.ndarray, dict], np.ndarray] | None = None
+    """Map theory's bound (array over steps) to the per-step bound checked, or None for the
+    bound itself (pl_delay_gap: the anytime statement ``r_k <= max(r0, floor)``)."""
 
     def sample(self, rng: np.random.Generator, p: Problem) -> RunConfig:
         """Random configuration satisfying the assumptions on this problem."""
@@ -256,14 +259,15 @@ def _pl_spec() -> Spec:
         from theory.predicates import PREDICATES
 
         r = _cols(traj, "gap", cols).T  # (S, K+1)
-        slack = PREDICATES["pl_invariant"](r=r, r0=float(r[0, 0]), L=p.L, eta=c.eta,
-                                           alpha=c.alpha, tau=c.tau, mu=p.mu)
+        n = torch.ones(r.shape[0], dtype=torch.float64)  # per-path parameters as (S,) tensors
+        slack = PREDICATES["pl_invariant"](r=r, r0=r[:, 0].clone(), L=p.L, eta=c.eta * n,
+                                           alpha=c.alpha * n, tau=c.tau * n, mu=p.mu)
         return {"pl_invariant": _min(slack)}
 
     return Spec(name="pl_delay_gap", method="lmo", ef="none", record=("gap",),
                 families=ALL_FAMILIES, expectation=False, applies=applies, observed=observed,
-                values=values, pathwise=pathwise,
-                kind="pl")
+                values=values, pathwise=pathwise, kind="pl",
+                bound_of=lambda floor, v: np.maximum(floor, v["r0"]))
 
 
 # -------------------------------------------------------------------- delayed GD (Euclidean)

@@ -205,18 +205,15 @@ def lmo_radius(
 
 
 def gap_law(problem: Problem) -> Callable[[int, float, float], float]:
-    """The theory's predicted delay gap ``law(tau, eta, alpha)`` on ``problem``: the extra
-    ``gap_law`` of ``pl_delay_gap`` when theory defines one, else the difference of its limsup
-    bound at tau and at tau = 0."""
+    """THEORY.md's PL gap law on ``problem`` as ``law(tau, eta, alpha)``: the extra
+    ``gap_leading`` of ``theory.THEOREMS['pl_delay_gap']``,
+    ``2 L^2 eta^2 tau (tau + 2(1-alpha)/alpha + 1/2) / mu`` (the leading term of the difference
+    of the limsup bounds at tau and at 0)."""
     from theory import THEOREMS
 
     thm = THEOREMS["pl_delay_gap"]
 
-    def vals(tau, eta, alpha):
-        v = {"L": problem.L, "eta": eta, "alpha": alpha, "tau": tau, "mu": problem.mu,
-             "r0": 0.0, "K": 10**6, "k": 10**6, "Delta0": 0.0, "sigma": 0.0, "beta": 0.0}
-        return {n: v[n] for n in thm.parameters if n in v}
+    def law(tau: int, eta: float, alpha: float) -> float:
+        return thm.evaluate_extra("gap_leading", L=problem.L, eta=eta, alpha=alpha, tau=tau, mu=problem.mu)
 
-    if "gap_law" in thm.extras:
-        return lambda tau, eta, alpha: thm.evaluate_extra("gap_law", **vals(tau, eta, alpha))
-    return lambda tau, eta, alpha: thm.evaluate(**vals(tau, eta, alpha)) - thm.evaluate(**vals(0, eta, alpha))
+    return law

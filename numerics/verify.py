@@ -208,7 +208,10 @@ def _confirm(thm, spec: Spec, problem: Problem, c: RunConfig, steps: int, verdic
     obs = obs_paths.mean(dim=1).numpy()[flagged]
     se = (obs_paths.std(dim=1) / math.sqrt(len(runs))).numpy()[flagged]
     values = spec.values(problem, c, traj, cols, ks)
-    bound = np.broadcast_to(_vector_bound(thm, values), (len(ks),))[flagged]
+    bound = np.broadcast_to(_vector_bound(thm, values), (len(ks),))
+    if spec.bound_of is not None:
+        bound = np.broadcast_to(spec.bound_of(bound, values), (len(ks),))
+    bound = bound[flagged]
     z = float(NormalDist().inv_cdf(1.0 - CONFIRM_FALSE_ALARM / len(flagged)))
     excess = obs - z * se - bound * (1 + REL_TOL) - ABS_TOL
     others = [r for r in verdict.reason.split("; ") if r and not r.startswith("bound violated")]
@@ -239,8 +242,9 @@ def _judge(thm, spec: Spec, problem: Problem, c: RunConfig, traj: Trajectory, co
         obs = obs_paths.max(dim=1).values.numpy()
         se = np.zeros_like(obs)
     values = spec.values(problem, c, traj, cols, ks)
-    bound = _vector_bound(thm, values)
-    bound = np.broadcast_to(bound, obs.shape)
+    bound = np.broadcast_to(_vector_bound(thm, values), obs.shape)
+    if spec.bound_of is not None:
+        bound = np.broadcast_to(spec.bound_of(bound, values), obs.shape)
     finite = np.isfinite(obs) & np.isfinite(bound)
     ratio = _ratio(obs, bound, finite)
     ratio_lower = _ratio(obs - Z_MARGIN * se, bound, finite)
@@ -260,6 +264,8 @@ def _judge(thm, spec: Spec, problem: Problem, c: RunConfig, traj: Trajectory, co
     params = _at(values, j)
     params = {n: v for n, v in params.items() if n in thm.parameters}
     ref = thm.evaluate(**params)
+    if spec.bound_of is not None:
+        ref = float(spec.bound_of(np.asarray(ref), values))
     if not math.isclose(ref, float(bound[j]), rel_tol=1e-9, abs_tol=1e-12):
         raise RuntimeError(f"{thm.name}: lambdified bound {bound[j]!r} != evaluate() {ref!r} at {params}")
     pathwise = spec.pathwise(problem, c, traj, cols)

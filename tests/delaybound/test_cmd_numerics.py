@@ -26,8 +26,8 @@ def test_verify_exits_1_on_a_violation(monkeypatch, capsys):
     import theory
 
     thm = theory.THEOREMS["nonconvex_delayed"]
-    monkeypatch.setitem(theory.THEOREMS, "nonconvex_delayed",
-                        dataclasses.replace(thm, bound=thm.bound / 1000))
+    planted = {**theory.THEOREMS, "nonconvex_delayed": dataclasses.replace(thm, bound=thm.bound / 1000)}
+    monkeypatch.setattr(theory, "THEOREMS", planted)
     code = main(["verify", "--theorem", "nonconvex_delayed", "--examples", "3", "--steps", "30",
                  "--no-predicates"])
     out = capsys.readouterr().out

@@ -33,19 +33,6 @@ WORST: dict[str, dict] = {}
 CHECKED = sorted(n for n in SPECS if n in THEOREMS)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _report_worst(request):
-    yield
-    rep = request.config.pluginmanager.get_plugin("terminalreporter")
-    if rep is None or not WORST:
-        return
-    rep.write_line("\nworst observed/bound ratios found by the tightness search (ratio_lower: "
-                   "mean - 4 se; tail: second half of the steps):")
-    for name, w in sorted(WORST.items()):
-        rep.write_line(f"  {name:26s} ratio {w['ratio']:.4f} lower {w['ratio_lower']:.4f} "
-                       f"tail {w['ratio_tail']:.4f}  {w['where']}")
-
-
 def test_every_theorem_with_a_bound_has_a_simulation_spec():
     """Specs cover theory's registry (a theorem without one would silently go unchecked)."""
     missing = sorted(set(THEOREMS) - set(SPECS))
