@@ -15,6 +15,8 @@ Test functions (batched, one function per instance):
   norms l1 and nuclear dominate l2 and Frobenius).
 - :class:`RadialWave` ``||x - c||_2^2 (1 + a sin^2(w <u, x - c>/||x - c||_2))``: homogeneous of
   degree 2 about c, hence star-convex about its minimizer c, and nonconvex.
+- :class:`RidgeHuber` ``huber(<a, x - c>)``: convex, L = ||a||_*^2/delta in every norm, nearly
+  linear away from c, where star-convexity is almost tight.
 - :class:`Cosine` ``0.5 ||x||^2 + a sum_i cos(w x_i)`` (Euclidean, nonconvex): L = 1 + a w^2,
   ``inf f >= -a d``.
 
@@ -36,7 +38,8 @@ import torch
 from numerics.norms import Geometry, get_geometry
 from numerics.update_rules import ef_correct, ema_momentum, lmo_step, read_index
 
-__all__ = ["build_instance", "BUILDERS", "Quadratic", "RadialWave", "Cosine", "simulate",
+__all__ = ["build_instance", "BUILDERS", "Quadratic", "RadialWave", "RidgeHuber", "Cosine",
+           "simulate",
            "EVENT_SHAPES", "SIM_STEPS"]
 
 #: Point shapes per geometry (p <= q for spectral, see Quadratic).
@@ -44,7 +47,7 @@ EVENT_SHAPES = {"l2": (6,), "linf": (6,), "l1": (6,), "spectral": (3, 4)}
 #: Fraction of random points put exactly on the boundary of their ball (worst cases).
 BOUNDARY_FRACTION = 0.3
 #: Steps of enumerated-noise simulations (2**SIM_STEPS equally likely outcomes).
-SIM_STEPS = 6
+SIM_STEPS = 5
 #: Instances per geometry for trajectory-based builders (each runs 2**SIM_STEPS noise outcomes,
 #: so fewer instances give the same number of checked inequalities at a fraction of the cost).
 SIM_INSTANCES = 16
@@ -159,6 +162,36 @@ class RadialWave:
         return g
 
 
+class RidgeHuber:
+    """Convex, nearly linear far from its minimizers: ``f(x) = huber_delta(<a, x - c>)`` with
+    ``huber_delta(s) = s^2/(2 delta)`` for |s| <= delta, ``|s| - delta/2`` beyond. Its gradient
+    ``huber'(s) a`` is Lipschitz with ``L = ||a||_*^2 / delta`` in every norm (|huber''| <= 1/delta
+    and |<a, u>| <= ||a||_* ||u||); f* = 0 at c. Star-convexity is nearly tight for |s| >> delta."""
+
+    def __init__(self, ctx: Ctx, center: torch.Tensor, *, scale: torch.Tensor | None = None):
+        self.ctx, self.c = ctx, center
+        self.a = ctx.normal()
+        if scale is not None:
+            self.a = self.a * ctx.sc(scale, self.a)
+        self.delta = ctx.logu(1e-2, 1.0)
+        self.L = ctx.geo.dual_norm(self.a) ** 2 / self.delta
+
+    def _s(self, x):
+        extra = x.ndim - 1 - len(self.ctx.event)
+        shape = (self.ctx.n, *([1] * extra), *self.ctx.event)
+        s = self.ctx.geo.inner(self.a.reshape(shape), x - self.c.reshape(shape))
+        return s, self.delta.reshape(self.ctx.n, *([1] * extra)), shape
+
+    def f(self, x):
+        s, delta, _ = self._s(x)
+        return torch.where(s.abs() <= delta, s ** 2 / (2 * delta), s.abs() - delta / 2)
+
+    def grad(self, x):
+        s, delta, shape = self._s(x)
+        slope = torch.clamp(s / delta, -1.0, 1.0)
+        return slope.reshape(*slope.shape, *([1] * len(self.ctx.event))) * self.a.reshape(shape)
+
+
 class Cosine:
     """Euclidean nonconvex ``0.5 ||x||^2 + a sum_i cos(w x_i)``; L = 1 + a w^2, inf f >= -a d."""
 
@@ -180,14 +213,17 @@ class Cosine:
         return x - a * w * torch.sin(w * x)
 
 
-def _mix(mask: torch.Tensor, first, second) -> tuple[Callable, Callable]:
-    """Per-instance choice between two functions (mask True -> first)."""
+def _mix(choice: torch.Tensor, *fns) -> tuple[Callable, Callable]:
+    """Per-instance choice among functions: instance i uses ``fns[choice[i]]``."""
 
-    def pick(a, b):
-        m = mask.reshape(-1, *([1] * (a.ndim - 1)))
-        return torch.where(m, a, b)
+    def pick(values):
+        out = values[0]
+        for idx, val in enumerate(values[1:], start=1):
+            m = (choice == idx).reshape(-1, *([1] * (val.ndim - 1)))
+            out = torch.where(m, val, out)
+        return out
 
-    return (lambda x: pick(first.f(x), second.f(x)), lambda x: pick(first.grad(x), second.grad(x)))
+    return (lambda x: pick([fn.f(x) for fn in fns]), lambda x: pick([fn.grad(x) for fn in fns]))
 
 
 def simulate(ctx: Ctx, fn, *, x0, eta, alpha, beta, tau, sigma, steps, lam=None,
@@ -322,8 +358,8 @@ def _smoothness(ctx: Ctx) -> dict:
 
 def _star_convexity(ctx: Ctx) -> dict:
     center = ctx.normal()
-    mask = torch.rand(ctx.n, generator=ctx.gen) < 0.5
-    f, grad = _mix(mask, Quadratic(ctx, center), RadialWave(ctx, center))
+    f, grad = _mix(ctx.randint(0, 2), Quadratic(ctx, center), RadialWave(ctx, center),
+                   RidgeHuber(ctx, center))
     x = center + ctx.normal() * ctx.sc(ctx.logu(0.01, 5.0), center)
     return {"f": f, "grad": grad, "x": x, "x_star": center,
             "f_star": torch.zeros(ctx.n, dtype=DTYPE)}
@@ -341,15 +377,24 @@ def _noisy_momentum(ctx: Ctx, g: torch.Tensor) -> torch.Tensor:
     return g + ctx.normal() * ctx.sc(scale, g)
 
 
+def _star_convex_fn(ctx: Ctx, x_star: torch.Tensor):
+    """Half quadratics (strongly star-convex: loose), half ridge Hubers (nearly tight)."""
+    choice = ctx.randint(0, 1)
+    quad = Quadratic(ctx, x_star, scale=ctx.logu(0.1, 10.0))
+    ridge = RidgeHuber(ctx, x_star, scale=ctx.logu(0.3, 3.0))
+    f, grad = _mix(choice, quad, ridge)
+    return f, grad, torch.where(choice == 0, quad.L, ridge.L)
+
+
 def _star_convex_one_step(ctx: Ctx) -> dict:
     eta, beta = ctx.logu(0.01, 0.5), ctx.u(0.02, 0.5)
     radius = eta / beta
     x_star = ctx.ball(radius)
-    quad = Quadratic(ctx, x_star, scale=ctx.logu(0.1, 10.0))
+    f, grad, big_l = _star_convex_fn(ctx, x_star)
     x = ctx.ball(radius)
-    return {"f": quad.f, "grad": quad.grad, "x": x, "x_star": x_star,
-            "f_star": torch.zeros(ctx.n, dtype=DTYPE), "m": _noisy_momentum(ctx, quad.grad(x)),
-            "eta": eta, "beta": beta, "L": quad.L}
+    return {"f": f, "grad": grad, "x": x, "x_star": x_star,
+            "f_star": torch.zeros(ctx.n, dtype=DTYPE), "m": _noisy_momentum(ctx, grad(x)),
+            "eta": eta, "beta": beta, "L": big_l}
 
 
 def _lmo_descent(ctx: Ctx) -> dict:
@@ -396,12 +441,12 @@ def _ef_extra_term(ctx: Ctx) -> dict:
 def _ef_star_convex_one_step(ctx: Ctx) -> dict:
     eta, beta, lam, radius, big_b = _ef_params(ctx)
     x_star = ctx.ball(radius)
-    quad = Quadratic(ctx, x_star, scale=ctx.logu(0.1, 10.0))
+    f, grad, big_l = _star_convex_fn(ctx, x_star)
     z = ctx.ball(radius + lam * big_b)
-    return {"f": quad.f, "grad": quad.grad, "z": z, "v_prev": ctx.ball(big_b),
-            "m": _noisy_momentum(ctx, quad.grad(z)), "x_star": x_star,
+    return {"f": f, "grad": grad, "z": z, "v_prev": ctx.ball(big_b),
+            "m": _noisy_momentum(ctx, grad(z)), "x_star": x_star,
             "f_star": torch.zeros(ctx.n, dtype=DTYPE), "eta": eta, "beta": beta, "lam": lam,
-            "L": quad.L}
+            "L": big_l}
 
 
 def _pl_inequality(ctx: Ctx) -> dict:
@@ -432,7 +477,7 @@ def _delayed_gd(ctx: Ctx, ef: bool = False, steps: int = 40) -> dict:
     n = ctx.n
     mask = torch.rand(n, generator=ctx.gen) < 0.5
     quad, cosine = Quadratic(ctx, ctx.normal()), Cosine(ctx)
-    f, grad = _mix(mask, quad, cosine)
+    f, grad = _mix((~mask).long(), quad, cosine)
     big_l = torch.where(mask, quad.L, cosine.L)
     inf_lower = torch.where(mask, torch.zeros(n, dtype=DTYPE), cosine.inf_lower)
     tau = torch.ones(n, dtype=torch.long) if ef else ctx.randint(0, 4)

@@ -130,8 +130,9 @@ def nonconvex_tail_steps(first_id: int, delay, delay_name: str) -> tuple[Step, .
 def nonconvex_tuning(delay, problem: dict[str, Domain]) -> Tuning:
     """alpha = min(1, eps^2/(64 rho^2 sigma^2)), eta = eps/(8 L (1/alpha + delay)),
     K = max(4 Delta0/(eta eps), 8 rho sigma/(alpha eps))."""
-    alpha_c = sympy.Piecewise((1, sympy.Eq(sigma, 0)),
-                              (sympy.Min(1, eps ** 2 / (64 * rho ** 2 * sigma ** 2)), True))
+    # min(1, eps^2/(64 rho^2 sigma^2)) with the branch condition multiplied out (no division by
+    # an underflowed 0)
+    alpha_c = sympy.Piecewise((1, 8 * rho * sigma <= eps), ((eps / (8 * rho * sigma)) ** 2, True))
     eta_c = eps / (8 * L * (1 / alpha_c + delay))
     k_expr = sympy.Max(4 * Delta0 / (eta_c * eps), 8 * rho * sigma / (alpha_c * eps))
     name = sympy.sstr(delay)

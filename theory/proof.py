@@ -132,6 +132,8 @@ class Proof:
     """Name of the theorem this proves."""
     steps: tuple[Step, ...]
     """Steps in order; ids must be S1, S2, ... without gaps."""
+    _reports: dict = field(default_factory=dict, compare=False, repr=False)
+    """Reports already computed in this process, by (instances, seed) (check is deterministic)."""
 
     def __post_init__(self) -> None:
         ids = [s.id for s in self.steps]
@@ -142,14 +144,19 @@ class Proof:
     def ids(self) -> list[str]:
         return [s.id for s in self.steps]
 
-    def check(self, *, instances: int = DEFAULT_INSTANCES, seed: int = 0) -> ProofReport:
+    def check(self, *, instances: int = DEFAULT_INSTANCES, seed: int = 0,
+              use_cache: bool = True) -> ProofReport:
         """Decide every algebra step and run every analytic predicate on random instances.
 
         Deterministic: the instances of a step depend only on ``seed``, the theorem name, the
-        step id and the geometry.
+        step id and the geometry; a report computed earlier in this process for the same
+        ``(instances, seed)`` is returned again unless ``use_cache=False``.
         """
-        return ProofReport(self.theorem, tuple(
-            self.check_step(step, instances=instances, seed=seed) for step in self.steps))
+        key = (int(instances), int(seed))
+        if not use_cache or key not in self._reports:
+            self._reports[key] = ProofReport(self.theorem, tuple(
+                self.check_step(step, instances=instances, seed=seed) for step in self.steps))
+        return self._reports[key]
 
     def check_step(self, step: Step, *, instances: int = DEFAULT_INSTANCES,
                    seed: int = 0) -> StepResult:

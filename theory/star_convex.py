@@ -138,10 +138,12 @@ def _tuning_obligations(delay) -> tuple:
 
 
 def _tuning(delay, tau_domain: Domain) -> Tuning:
-    alpha_c = sympy.Piecewise((1, sympy.Eq(sigma, 0)),
-                              (sympy.Min(1, eps ** 2 / (64 * rho ** 2 * sigma ** 2 * D ** 2)), True))
+    # min(1, eps^2/(64 rho^2 sigma^2 D^2)) and the cap eps alpha/(8 rho sigma), written with the
+    # branch conditions multiplied out so that no float division by an underflowed 0 can occur.
+    alpha_c = sympy.Piecewise((1, 8 * rho * sigma * D <= eps),
+                              ((eps / (8 * rho * sigma * D)) ** 2, True))
     eta_c = sympy.Min(eps / (16 * L * D * (1 / alpha_c + delay)), D / 2,
-                      sympy.Piecewise((D / 2, sympy.Eq(sigma, 0)),
+                      sympy.Piecewise((D / 2, 8 * rho * sigma * D <= 2 * eps * alpha_c),
                                       (eps * alpha_c / (8 * rho * sigma), True)))
     beta_c = eta_c / D
     k_expr = sympy.Piecewise((0, 4 * r0 <= eps),

@@ -29,6 +29,7 @@ import sympy
 
 from theory.decide import domain_substitutions, is_nonneg, is_zero
 from theory.domain import Domain
+from theory.numeric import compile_expr
 from theory.proof import Proof
 from theory.symbols import LATEX_NAMES
 from theory.tuning import Tuning, complexity as _complexity, tuned as _tuned
@@ -155,7 +156,7 @@ class Theorem:
         key = sympy.srepr(expr)
         fn = self._lambdas.get(key)
         if fn is None:
-            fn = sympy.lambdify(list(self.parameters.values()), expr, modules="math")
+            fn = compile_expr(list(self.parameters.values()), expr)
             self._lambdas[key] = fn
         try:
             return float(fn(*[clean[n] for n in self.parameters]))

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Mapping
 
 import sympy
 
+from theory.numeric import compile_expr
 from theory.domain import POSITIVE, POSITIVE_INTEGER, Domain
 from theory.symbols import SCALARS, eps as EPS
 
@@ -35,6 +37,9 @@ __all__ = ["Tuning", "tuned", "complexity", "K_SAFETY_RTOL", "BISECTION_STEPS"]
 K_SAFETY_RTOL = 1e-12
 #: Geometric bisection steps on eps in K-only mode (each halves log(eps_hi/eps_lo)).
 BISECTION_STEPS = 200
+#: Smallest eps the K-only search tries: eps^2 stays far above float64's underflow (1e-308), and
+#: a budget met even there means the bound is (numerically) 0 for that K.
+EPS_FLOOR = 1e-100
 #: Largest number of one-ulp reductions of the ``nudge`` parameter to satisfy a condition that a
 #: tuned choice meets with equality in exact arithmetic (float64 may overshoot by a few ulps).
 MAX_NUDGES = 64
@@ -75,9 +80,18 @@ def _validate_problem(tuning: Tuning, problem: Mapping[str, object]) -> dict[str
     return {n: dom.validate(n, problem.get(n, dom.fixed_value)) for n, dom in tuning.problem.items()}
 
 
+@lru_cache(maxsize=256)
+def _compiled(symbols: tuple[sympy.Symbol, ...], expr: sympy.Expr):
+    return compile_expr(symbols, expr)
+
+
 def _eval(tuning: Tuning, expr: sympy.Expr, values: Mapping[str, float], eps: float) -> float:
-    fn = sympy.lambdify(tuning.symbols(), expr, modules="math")
-    return float(fn(*[values[n] for n in tuning.problem], eps))
+    fn = _compiled(tuple(tuning.symbols()), expr)
+    try:
+        return float(fn(*[values[n] for n in tuning.problem], eps))
+    except (ZeroDivisionError, OverflowError, ValueError) as exc:
+        raise ValueError(f"cannot evaluate the tuned corollary at eps={eps!r}, {dict(values)}: "
+                         f"{exc}") from None
 
 
 def complexity(theorem: "Theorem", eps: object, **problem: object) -> dict:
@@ -150,7 +164,7 @@ def _smallest_eps(tuning: Tuning, values: Mapping[str, float], k_budget: int) ->
         if hi > 1e300:
             raise ValueError(f"no eps makes the complexity <= K={k_budget}")
     lo = hi
-    while fits(lo) and lo > 1e-300:
+    while fits(lo) and lo > EPS_FLOOR:
         lo *= 0.5
     if fits(lo):
         return lo
