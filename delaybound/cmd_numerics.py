@@ -97,6 +97,9 @@ def _print_table(report: dict) -> None:
               f"lam={c['lam']:.3g} sigma={c['sigma']:.3g} step={w['step']}")
         for f in r["failures"]:
             print(f"    VIOLATION {f['problem']} {f['config']}: {f['reason']}")
+        if r["evaluate_errors"]:
+            print(f"    note: Theorem.evaluate raised on {r['evaluate_errors']} instance(s) inside its "
+                  f"domain (checked with sympy's exact value instead): {r['evaluate_error_example']}")
     for name in report["skipped"]:
         print(f"{name:26s}  (no simulation spec: not checked here)")
     if report["predicates"]:

@@ -78,6 +78,8 @@ def _summary(name: str, verdicts: list) -> dict:
         "worst_tail": brief(max(verdicts, key=lambda v: v.ratio_tail)),
         "min_pathwise_slack": pathwise,
         "failures": [v.as_dict() for v in bad[:5]],
+        "evaluate_errors": sum(bool(v.evaluate_error) for v in verdicts),
+        "evaluate_error_example": next((v.evaluate_error for v in verdicts if v.evaluate_error), ""),
     }
 
 

@@ -104,6 +104,9 @@ class Verdict:
     """The theorem's parameter values at the worst step."""
     reason: str = ""
     """Empty when it holds; otherwise what failed, with numbers."""
+    evaluate_error: str = ""
+    """Non-empty when ``Theorem.evaluate`` raised at the worst step although the parameters are
+    in its domain (a theory-side evaluation bug); the cross-check then used sympy's exact value."""
     confirmed_steps: int = 0
     """Steps the screening flagged and the confirmation re-tested (0: none flagged)."""
     confirm_seeds: int = 0
@@ -115,7 +118,8 @@ class Verdict:
                 "ratio_lower": self.ratio_lower, "ratio_tail": self.ratio_tail,
                 "holds": self.holds, "step": self.step, "seeds": self.seeds,
                 "pathwise": self.pathwise, "params": self.params, "reason": self.reason,
-                "confirmed_steps": self.confirmed_steps, "confirm_seeds": self.confirm_seeds}
+                "confirmed_steps": self.confirmed_steps, "confirm_seeds": self.confirm_seeds,
+                "evaluate_error": self.evaluate_error}
 
 
 def get_theorem(theorem):
@@ -225,6 +229,15 @@ def _confirm(thm, spec: Spec, problem: Problem, c: RunConfig, steps: int, verdic
                                confirmed_steps=len(flagged), confirm_seeds=len(runs))
 
 
+def _sympy_value(thm, params: dict) -> float:
+    """The bound at ``params`` by exact sympy substitution (fixed-domain parameters included)."""
+    subs = {}
+    for name, sym in thm.parameters.items():
+        v = params.get(name, thm.domains[name].fixed_value)
+        subs[sym] = sympy.Integer(v) if isinstance(v, int) else sympy.Float(v, 30)
+    return float(thm.bound.subs(subs).evalf(30))
+
+
 def _ratio(obs: np.ndarray, bound: np.ndarray, finite: np.ndarray) -> np.ndarray:
     """observed / bound; where the bound is 0 the ratio is 0 if observed <= ABS_TOL, else inf."""
     safe = np.where(bound > 0, bound, 1.0)
@@ -263,7 +276,13 @@ def _judge(thm, spec: Spec, problem: Problem, c: RunConfig, traj: Trajectory, co
     # Cross-check the vectorised bound against Theorem.evaluate at the worst step.
     params = _at(values, j)
     params = {n: v for n, v in params.items() if n in thm.parameters}
-    ref = thm.evaluate(**params)
+    evaluate_error = ""
+    try:
+        ref = thm.evaluate(**params)
+    except ValueError as exc:  # theory's float evaluation failed inside its own domain:
+        # report it, and cross-check with sympy's exact evaluation of the same expression.
+        evaluate_error = str(exc)
+        ref = _sympy_value(thm, params)
     if spec.bound_of is not None:
         ref = float(spec.bound_of(np.asarray(ref), values))
     if not math.isclose(ref, float(bound[j]), rel_tol=1e-9, abs_tol=1e-12):
@@ -277,6 +296,7 @@ def _judge(thm, spec: Spec, problem: Problem, c: RunConfig, traj: Trajectory, co
         observed=float(obs[j]), ratio=float(ratio[j]), ratio_lower=float(ratio_lower.max()),
         ratio_tail=float(ratio[tail].max()), holds=not reasons, step=int(ks[j]),
         seeds=s_count, pathwise=pathwise, params=params, reason="; ".join(reasons),
+        evaluate_error=evaluate_error,
     ), flagged
 
 

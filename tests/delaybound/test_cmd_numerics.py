@@ -47,7 +47,7 @@ def test_verify_rejects_bad_examples():
 
 
 def test_plot_rates_quick_writes_four_pngs(tmp_path, capsys):
-    assert main(["plot", "rates", "--out", str(tmp_path), "--quick", "--steps", "200"]) == 0
+    assert main(["plot", "rates", "--out", str(tmp_path), "--quick", "--steps", "100"]) == 0
     names = sorted(p.name for p in tmp_path.glob("*.png"))
     assert names == ["ef_gain.png", "gap_heatmap.png", "pl_law.png", "rates.png"]
     assert all(p.stat().st_size > 10_000 for p in tmp_path.glob("*.png"))
