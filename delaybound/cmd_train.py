@@ -130,10 +130,15 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from delaybound.cli import print_json
+    from llm_validation.pipeline_faults import PipelineFailure
     from llm_validation.train import train
 
     cfg = config_from_args(args)
-    result = train(cfg, progress=not args.quiet)
+    try:
+        result = train(cfg, progress=not args.quiet)
+    except PipelineFailure as exc:  # a stage died or hung; the message names it
+        print(f"delaybound train: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         print_json(result.to_dict())
     else:

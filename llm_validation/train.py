@@ -266,8 +266,8 @@ def train(cfg: TrainConfig, *, progress: bool = True,
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"train needs a TrainConfig, got {type(cfg).__name__}")
     if cfg.run.pipeline != "none":
-        from llm_validation.pipeline_2bw import launch  # written by the pipeline issue
-        return launch(cfg)
+        from llm_validation.pipeline_2bw import launch
+        return launch(cfg, progress=progress)
     run, t_start = cfg.run, time.perf_counter()
     paths, device = RunPaths(run.out_dir), resolve_device(run.device)
     ctx = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) \
