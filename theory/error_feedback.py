@@ -37,11 +37,14 @@ from theory.domain import (AT_LEAST_ONE, NONNEGATIVE, POSITIVE, POSITIVE_INTEGER
 from theory.lemmas import momentum_error_bound
 from theory.nonconvex import nonconvex_bound, nonconvex_tail_steps, nonconvex_tuning
 from theory.proof import Proof, Step
-from theory.star_convex import R_K, E_NORM, star_convex_bound, unrolling_steps
-from theory.symbols import (K, L, VEC_D, VEC_V, VEC_V_PREV, VEC_V_PREV2, VEC_X, VEC_X_NEXT,
-                            VEC_X_STAR, VEC_Z, VECTORS, Delta0, alpha, beta, eta, k, lam,
+from theory.star_convex import (E_NORM, R_K, iteration_count_obligations, star_convex_bound,
+                                unrolling_steps)
+from theory.symbols import (D, K, L, VEC_D, VEC_V, VEC_V_PREV, VEC_V_PREV2, VEC_X, VEC_X_NEXT,
+                            VEC_X_STAR, VEC_Z, VECTORS, Delta0, alpha, beta, eps, eta, k, lam,
                             omega_bar, r0, rho, sigma, tau)
+from theory.lemmas import A_T
 from theory.theorem import Condition, Theorem
+from theory.tuning import Tuning
 
 __all__ = ["NONCONVEX_DELAYED_EF", "STAR_CONVEX_DELAYED_EF", "ef_star_convex_bound",
            "virtual_iterate_obligations"]
@@ -153,6 +156,62 @@ NONCONVEX_DELAYED_EF = Theorem(
 )
 
 
+def _star_tuning_obligations() -> tuple:
+    """With beta lam <= 1/4 (so 1/(1-2 beta lam) <= 2) the L-terms are <= 8 L eta D (1/alpha
+    + omega_bar/4 + 2 lam); the caps on eta make every term <= eps/4."""
+    e_t, u_t, a2 = sympy.symbols("e u a2", nonnegative=True)
+    sig = sympy.Symbol("sigma_p", positive=True)
+    lam_p = sympy.Symbol("lam_p", positive=True)
+    bound = ef_star_convex_bound().subs(beta, eta / D)
+    q = 1 / (1 - 2 * (eta / D) * lam)
+    t1 = (1 - eta / D) ** K * r0
+    t2 = 2 * eta * rho * sigma / alpha
+    t3 = 2 * rho * sigma * D * sympy.sqrt(alpha)
+    t4 = (2 * L * eta * D * (2 * q * (1 - alpha) / alpha + omega_bar)
+          + 4 * lam * L * eta * D * (1 - (eta / D) * lam) * q ** 2 + 2 * L * eta * D * q ** 2)
+    mid = 8 * L * eta * D * (1 / alpha + omega_bar / 4 + 2 * lam)
+    return (
+        eq("the four terms", t1 + t2 + t3 + t4, bound),
+        le("2 eta rho sigma/alpha <= eps/4 (eta <= eps alpha/(8 rho sigma))", t2, eps / 4,
+           subs=((eta, eps * alpha / (8 * rho * sig * (1 + e_t))), (sigma, sig))),
+        le("2 eta rho sigma/alpha <= eps/4 (sigma = 0)", t2, eps / 4, subs=((sigma, 0),)),
+        le("2 rho sigma D sqrt(alpha) <= eps/4", t3, eps / 4,
+           subs=((alpha, eps ** 2 / (64 * rho ** 2 * sig ** 2 * D ** 2 * (1 + a2) ** 2)),
+                 (sigma, sig))),
+        le("2 rho sigma D sqrt(alpha) <= eps/4 (sigma = 0)", t3, eps / 4, subs=((sigma, 0),)),
+        le("L terms <= 8 L eta D (1/alpha + omega_bar/4 + 2 lam) when beta lam <= 1/4", t4, mid,
+           subs=((lam, u_t * D / (4 * eta * (1 + u_t))), (alpha, 1 / (1 + A_T)))),
+        le("... <= eps/4 (eta <= eps/(32 L D (1/alpha + omega_bar/4 + 2 lam)))", mid, eps / 4,
+           subs=((eta, eps / (32 * L * D * (1 / alpha + omega_bar / 4 + 2 * lam) * (1 + e_t))),)),
+        le("beta lam <= 1/4 (eta <= D/(4 lam))", (eta / D) * lam, sympy.Rational(1, 4),
+           subs=((eta, D / (4 * lam_p * (1 + e_t))), (lam, lam_p))),
+        le("beta <= 1/2 (eta <= D/2)", eta / D, sympy.Rational(1, 2),
+           subs=((eta, D / (2 * (1 + e_t))),)),
+    )
+
+
+def _star_tuning() -> Tuning:
+    alpha_c = sympy.Piecewise((1, 8 * rho * sigma * D <= eps),
+                              ((eps / (8 * rho * sigma * D)) ** 2, True))
+    eta_c = sympy.Min(
+        eps / (32 * L * D * (1 / alpha_c + omega_bar / 4 + 2 * lam)), D / 2,
+        sympy.Piecewise((D / 2, 8 * rho * sigma * D <= 2 * eps * alpha_c),
+                        (eps * alpha_c / (8 * rho * sigma), True)),
+        sympy.Piecewise((D / 2, 2 * lam <= 1), (D / (4 * lam), True)))
+    beta_c = eta_c / D
+    k_expr = sympy.Piecewise((0, 4 * r0 <= eps),
+                             (sympy.log(4 * r0 / eps) / (-sympy.log(1 - beta_c)), True))
+    return Tuning(
+        problem={"L": POSITIVE, "sigma": NONNEGATIVE, "rho": AT_LEAST_ONE, "tau": fixed(1),
+                 "r0": NONNEGATIVE, "D": POSITIVE, "lam": NONNEGATIVE, "omega_bar": NONNEGATIVE},
+        choices={"alpha": alpha_c, "eta": eta_c, "beta": beta_c},
+        K_expr=k_expr,
+        description=("alpha = min(1, eps^2/(64 rho^2 sigma^2 D^2)), eta = min(eps/(32 L D (1/alpha "
+                     "+ omega_bar/4 + 2 lam)), eps alpha/(8 rho sigma), D/2, D/(4 lam)), beta = "
+                     "eta/D (so beta lam <= 1/4), K = ceil(log(4 r0/eps)/(-log(1-beta))): K = "
+                     "O~(L D^2 (1 + omega_bar + lam)/eps + (L D + rho sigma) rho^2 sigma^2 D^3/eps^3)"))
+
+
 def _star_steps() -> tuple[Step, ...]:
     cond = ((lam, _LL / (2 * beta * (1 + _LL))),)  # 2 beta lam < 1
     z_next = (1 - beta) * VEC_Z + eta * VEC_D - beta * lam * VEC_V_PREV
@@ -222,6 +281,15 @@ def _star_steps() -> tuple[Step, ...]:
              justification="algebra",
              obligations=(eq("lam = 0", ef_star_convex_bound().subs({lam: 0, omega_bar: 2}),
                              star_convex_bound(tau).subs(tau, 1)),)),
+        Step(id="S16", kind="algebra",
+             claim="tuned alpha, eta (with beta lam <= 1/4) and beta = eta/D make each of the last "
+                   "terms <= eps/4",
+             justification="algebra (each choice is below each argument of its min)",
+             obligations=_star_tuning_obligations()),
+        Step(id="S17", kind="algebra",
+             claim="K >= log(4 r0/eps)/(-log(1-beta)) gives (1-beta)^K r0 <= eps/4",
+             justification="algebra (as star_convex_delayed S13)",
+             obligations=iteration_count_obligations(beta)),
     )
 
 
@@ -251,5 +319,6 @@ STAR_CONVEX_DELAYED_EF = Theorem(
     proof=Proof(theorem="star_convex_delayed_ef", steps=_star_steps()),
     module=MODULE,
     proof_md="proofs_md/star_convex_delayed_ef.md",
+    tuning=_star_tuning(),
     reference="THEORY.md result 5 (weight-decay part), derived in the lead's brief",
 )

@@ -100,7 +100,7 @@ def test_check_exits_nonzero_when_a_step_fails(capsys, monkeypatch):
     (["theory", "eval", "star_convex_delayed", *EXAMPLE, "gamma=1"], "unexpected parameter"),
     (["theory", "eval", "star_convex_delayed", *EXAMPLE[1:]], "missing parameter"),
     (["theory", "check", "--instances", "0"], "--instances"),
-    (["theory", "tune", "star_convex_delayed_ef", "eps=0.1"], "no tuned corollary"),
+    (["theory", "tune", "geometry_weight_decay", "eps=0.1"], "no tuned corollary"),
 ])
 def test_usage_errors_are_one_line_exit_2(capsys, argv, fragment):
     code, out, err = run(capsys, *argv)

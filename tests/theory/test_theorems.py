@@ -227,6 +227,10 @@ PROBLEM = {
     "star_convex_delayed": dict(L=st.floats(0.01, 100), sigma=st.floats(0, 10),
                                 rho=st.floats(1, 30), tau=st.integers(0, 10), r0=st.floats(0, 100),
                                 D=st.floats(0.1, 10)),
+    "star_convex_delayed_ef": dict(L=st.floats(0.01, 100), sigma=st.floats(0, 10),
+                                   rho=st.floats(1, 30), r0=st.floats(0, 100),
+                                   D=st.floats(0.1, 10), lam=st.floats(0, 2),
+                                   omega_bar=st.floats(0, 6)),
     "nonconvex_delayed": dict(L=st.floats(0.01, 100), sigma=st.floats(0, 10), rho=st.floats(1, 30),
                               tau=st.integers(0, 10), Delta0=st.floats(0, 100)),
     "nonconvex_delayed_ef": dict(L=st.floats(0.01, 100), sigma=st.floats(0, 10),
@@ -282,7 +286,7 @@ def test_complexity_scaling():
     with pytest.raises(ValueError, match="no iteration count"):
         THEOREMS["pl_delay_gap"].complexity(0.1, L=1, alpha=0.5, tau=1, mu=1)
     with pytest.raises(ValueError, match="no tuned corollary"):
-        THEOREMS["star_convex_delayed_ef"].tuned(eps=0.1)
+        THEOREMS["momentum_error"].tuned(eps=0.1)
     with pytest.raises(TypeError, match="missing problem"):
         sc.tuned(eps=0.1, L=1)
     with pytest.raises(ValueError, match="eps"):
