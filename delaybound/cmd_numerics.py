@@ -70,12 +70,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     report = verify_suite(args.theorem, examples=args.examples, seed=args.seed, steps=args.steps,
                           seeds=args.seeds, predicates=not args.no_predicates, progress=_progress)
     if args.pepit:
-        from numerics.pep import pep_table
+        from numerics.pep import no_guarantee_regions, pep_table
 
         _progress("PEPit table")
-        rows = [r.as_dict() for r in pep_table()]
+        table = pep_table()
+        rows = [r.as_dict() for r in table]
         report["pepit"] = {"rows": rows, "violations": sum(r["ok"] is False for r in rows),
-                           "no_guarantee_but_finite": [r for r in rows if r["theory"] is None]}
+                           "no_guarantee_regions": no_guarantee_regions(table)}
         report["violations"] += report["pepit"]["violations"]
     report["seconds"] = time.perf_counter() - t0
     if args.json:
@@ -107,8 +108,19 @@ def _print_table(report: dict) -> None:
         for name, row in sorted(report["predicates"].items()):
             print(f"{name:30s} {row['instances']:5d} {row['violations']:5d} {row['min_slack']:11.3g}")
     if "pepit" in report:
-        print(f"\nPEPit: {len(report['pepit']['rows'])} cells, {report['pepit']['violations']} "
-              "where theory < PEPit worst case")
+        pe = report["pepit"]
+        print(f"\nPEPit (L = 1, Delta0 = 1): {len(pe['rows'])} cells, {pe['violations']} where "
+              "theory < PEPit worst case")
+        print(f"{'method':11s} {'tau':>3s} {'lam':>4s} {'gamma':>5s} {'K':>2s} {'PEPit':>9s} {'theory':>9s}")
+        for r in pe["rows"]:
+            th = "none" if r["theory"] is None else f"{r['theory']:.5f}"
+            print(f"{r['method']:11s} {r['tau']:3d} {r['lam']:4.2g} {r['gamma']:5.3g} {r['K']:2d} "
+                  f"{r['pep']:9.5f} {th:>9s}")
+        print("no guarantee from theory (step-size condition fails), PEPit worst case finite:")
+        for c in pe["no_guarantee_regions"]:
+            vals = ", ".join(f"K={k}: {v:.4g}" for k, v in c["pep_by_K"].items())
+            print(f"  {c['method']} tau={c['tau']} lam={c['lam']:g} gamma={c['gamma']:g}: {vals}"
+                  f"{'  (decreasing in K)' if c['decreasing_in_K'] else ''}")
     print(f"\ntotal violations: {report['violations']} ({report['seconds']:.1f}s)")
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "worst_case_ef_gd",
     "PepRow",
     "pep_table",
+    "no_guarantee_regions",
     "PEP_RTOL",
     "PEP_ATOL",
 ]
@@ -179,3 +180,22 @@ def pep_table(
                 th = _theory_value("nonconvex_delayed_gd_ef", L=L, gamma=gamma, K=K, tau=1, lam=lam, Delta0=1.0)
                 rows.append(PepRow(method="ef_gd", tau=1, lam=lam, gamma=gamma, K=K, pep=pep, theory=th))
     return rows
+
+
+def no_guarantee_regions(rows: Sequence[PepRow]) -> list[dict]:
+    """The (method, tau, lam, gamma) cells where theory's step-size condition fails, with PEPit's
+    (finite) worst case per K and whether it decreases with K (evidence that the method still
+    converges there, i.e. that theory's condition is conservative) or not."""
+    cells: dict[tuple, dict[int, float]] = {}
+    for r in rows:
+        if r.theory is None:
+            cells.setdefault((r.method, r.tau, r.lam, r.gamma), {})[r.K] = r.pep
+    out = []
+    for (method, tau, lam, gamma), by_k in sorted(cells.items()):
+        ks = sorted(by_k)
+        vals = [by_k[k] for k in ks]
+        out.append({"method": method, "tau": tau, "lam": lam, "gamma": gamma,
+                    "pep_by_K": {str(k): v for k, v in zip(ks, vals)},
+                    "decreasing_in_K": len(vals) > 1 and all(b < a for a, b in zip(vals, vals[1:]))})
+    return out
+

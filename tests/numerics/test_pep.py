@@ -34,3 +34,16 @@ def test_ef_gd_below_theory_where_the_condition_holds():
     rows = pep_table(taus=(), gammas=(0.3,), lams=(0.5,), Ks=(3,))
     (row,) = rows
     assert row.method == "ef_gd" and row.theory is not None and row.ok is True, row
+
+
+def test_no_guarantee_regions_summarise_pep_over_K():
+    from numerics.pep import PepRow, no_guarantee_regions
+
+    rows = [PepRow(method="delayed_gd", tau=2, lam=0.0, gamma=0.75, K=k, pep=v, theory=None)
+            for k, v in ((2, 1.06), (4, 1.44), (6, 2.02))]
+    rows += [PepRow(method="ef_gd", tau=1, lam=0.5, gamma=0.5, K=k, pep=v, theory=None)
+             for k, v in ((2, 1.25), (4, 0.64), (6, 0.45))]
+    rows += [PepRow(method="delayed_gd", tau=0, lam=0.0, gamma=0.5, K=2, pep=1.25, theory=2.0)]
+    regions = no_guarantee_regions(rows)
+    assert [(r["method"], r["decreasing_in_K"]) for r in regions] == [("delayed_gd", False), ("ef_gd", True)]
+    assert regions[0]["pep_by_K"] == {"2": 1.06, "4": 1.44, "6": 2.02}
