@@ -110,7 +110,8 @@ class Verdict:
     confirmed_steps: int = 0
     """Steps the screening flagged and the confirmation re-tested (0: none flagged)."""
     confirm_seeds: int = 0
-    """Fresh seeds used by the confirmation (0: not needed)."""
+    """Fresh seeds used by the confirmation (0: not needed). After a confirmation the ratio
+    fields, observed, bound, step and seeds describe the confirmation sample."""
 
     def as_dict(self) -> dict:
         return {"theorem": self.theorem, "problem": self.problem, "config": vars(self.config),
@@ -209,13 +210,13 @@ def _confirm(thm, spec: Spec, problem: Problem, c: RunConfig, steps: int, verdic
     traj = run(problem, runs, steps, method=spec.method, ef=spec.ef, record=spec.record)
     cols = torch.arange(len(runs))
     obs_paths, ks = spec.observed(traj, cols)
-    obs = obs_paths.mean(dim=1).numpy()[flagged]
-    se = (obs_paths.std(dim=1) / math.sqrt(len(runs))).numpy()[flagged]
+    obs_all = obs_paths.mean(dim=1).numpy()
+    se_all = (obs_paths.std(dim=1) / math.sqrt(len(runs))).numpy()
     values = spec.values(problem, c, traj, cols, ks)
-    bound = np.broadcast_to(_vector_bound(thm, values), (len(ks),))
+    bound_all = np.broadcast_to(_vector_bound(thm, values), (len(ks),))
     if spec.bound_of is not None:
-        bound = np.broadcast_to(spec.bound_of(bound, values), (len(ks),))
-    bound = bound[flagged]
+        bound_all = np.broadcast_to(spec.bound_of(bound_all, values), (len(ks),))
+    obs, se, bound = obs_all[flagged], se_all[flagged], bound_all[flagged]
     z = float(NormalDist().inv_cdf(1.0 - CONFIRM_FALSE_ALARM / len(flagged)))
     excess = obs - z * se - bound * (1 + REL_TOL) - ABS_TOL
     others = [r for r in verdict.reason.split("; ") if r and not r.startswith("bound violated")]
@@ -225,8 +226,17 @@ def _confirm(thm, spec: Spec, problem: Problem, c: RunConfig, steps: int, verdic
         reasons.insert(0, f"bound violated at step {int(ks[flagged[jb]])}, confirmed with "
                           f"{len(runs)} fresh seeds: observed {obs[jb]:.6g} (se {se[jb]:.3g}, "
                           f"z {z:.2f}) > bound {bound[jb]:.6g}")
-    return dataclasses.replace(verdict, holds=not reasons, reason="; ".join(reasons),
-                               confirmed_steps=len(flagged), confirm_seeds=len(runs))
+    # The large sample is the better estimate of the tightness figures: report those.
+    finite = np.isfinite(obs_all) & np.isfinite(bound_all)
+    ratio = _ratio(obs_all, bound_all, finite)
+    j = int(np.argmax(ratio))
+    tail = ks >= ks[0] + (ks[-1] - ks[0]) / 2
+    return dataclasses.replace(
+        verdict, holds=not reasons, reason="; ".join(reasons), confirmed_steps=len(flagged),
+        confirm_seeds=len(runs), ratio=float(ratio[j]), step=int(ks[j]), observed=float(obs_all[j]),
+        bound=float(bound_all[j]), seeds=len(runs),
+        ratio_lower=float(_ratio(obs_all - Z_MARGIN * se_all, bound_all, finite).max()),
+        ratio_tail=float(ratio[tail].max()))
 
 
 def _sympy_value(thm, params: dict) -> float:

@@ -120,7 +120,9 @@ def test_screening_false_alarm_is_resolved_by_fresh_seeds():
     p = make_problem("quadratic_l2", 3, 0)
     d = Draws(tau=0, eta=0.25, alpha=1.0, radius=1.0, sigma=1.0, lam=0.0, frac=1.0, wd=False, seed=0)
     v = verify("momentum_error", p, SPECS["momentum_error"].build(p, d), STEPS, seeds=SEEDS)
-    assert v.holds and v.confirmed_steps >= 1 and v.confirm_seeds == 256 and v.ratio > 1
+    assert v.holds and v.confirmed_steps >= 1 and v.confirm_seeds == 256 == v.seeds
+    # the large sample's estimate: E||xi|| / sigma = 0.92 for d = 3 (chi distribution)
+    assert 0.85 < v.ratio < 1.0 and v.ratio_lower < 1.0
 
 
 def test_confirmation_keeps_real_stochastic_violations():
