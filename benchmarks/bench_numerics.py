@@ -8,7 +8,8 @@ processes (2 = the reference 2 cores); ``batched_s`` is that wall time. The naiv
 single-threaded on a subset of runs per problem (the full naive grid would take hours) and
 extrapolated per problem as measured-per-run-time x runs (``naive_extrapolated: true``);
 ``speedup`` compares per-core times (naive_s / batched_cpu_s). The machine's load average is
-reported since other processes share the cores.
+reported since other processes share the cores, and so are process CPU times
+(``cpu_seconds``), which other load inflates far less than wall times.
 
 Usage: ``python benchmarks/bench_numerics.py --json [--steps K] [--seeds S] [--naive-runs N]
 [--workers W]``.
@@ -79,9 +80,10 @@ def _batched_problem(job: tuple) -> dict:
     torch.set_num_threads(threads)
     p = make_problem(family, size, 0)
     grid = reference_grid(seeds)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     traj = run(p, grid, steps, record=RECORD)
     return {"family": family, "size": size, "batched_s": time.perf_counter() - t,
+            "batched_cpu_s": time.process_time() - c,
             "gaps": traj["gap"][:, subset_idx].clone(), "name": p.name}
 
 
@@ -114,19 +116,24 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - t0
 
     per_problem = []
-    batched_cpu = naive_total = 0.0
+    batched_cpu = naive_total = batched_cpu_time = naive_cpu_time = 0.0
     for res in results:
         p = make_problem(res["family"], res["size"], 0)
         subset = [grid[i] for i in subset_idx]
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         singles = run_naive(p, subset, args.steps, record=RECORD)
         n_s = (time.perf_counter() - t) / len(subset)
+        n_cpu = (time.process_time() - c) / len(subset)
         agree = all(torch.equal(sg["gap"][:, 0], res["gaps"][:, j]) for j, sg in enumerate(singles))
         per_problem.append({"problem": res["name"], "batched_s": res["batched_s"],
-                            "naive_per_run_s": n_s, "naive_extrapolated_s": n_s * len(grid),
+                            "batched_cpu_s": res["batched_cpu_s"], "naive_per_run_s": n_s,
+                            "naive_per_run_cpu_s": n_cpu, "naive_extrapolated_s": n_s * len(grid),
+                            "naive_extrapolated_cpu_s": n_cpu * len(grid),
                             "runs": len(grid), "naive_matches_batched_bitwise": agree})
         batched_cpu += res["batched_s"]
+        batched_cpu_time += res["batched_cpu_s"]
         naive_total += n_s * len(grid)
+        naive_cpu_time += n_cpu * len(grid)
         print(f"[bench_numerics] {res['name']}: batched {res['batched_s']:.1f}s, naive {n_s:.3f}s/run",
               file=sys.stderr)
 
@@ -139,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         "naive_extrapolated": True,
         "speedup_basis": ("naive_s / batched_cpu_s: both single-threaded, per core; batched_s is "
                           f"the wall time of the grid with {args.workers} worker process(es)"),
+        "cpu_seconds": {"batched": batched_cpu_time, "naive_extrapolated": naive_cpu_time,
+                        "speedup": naive_cpu_time / batched_cpu_time,
+                        "note": "process CPU time (time.process_time), robust to other load on "
+                                "shared cores; batched/2 estimates the 2-core wall time"},
         "naive_note": (f"naive loop timed on {len(subset_idx)} runs per problem at the full K and "
                        "extrapolated as per-run time x runs"),
         "steps": args.steps,
