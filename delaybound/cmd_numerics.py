@@ -93,7 +93,7 @@ def _print_table(report: dict) -> None:
         w = r["worst"]
         c = w["config"]
         print(f"{r['theorem']:26s} {r['instances']:5d} {r['violations']:5d} {w['ratio']:11.4f} "
-              f"{w['ratio_lower']:8.4f} {r['worst_tail']['ratio_tail']:6.3f}  {w['problem']} "
+              f"{w['ratio_lower']:8.4f} {r['worst_tail']['ratio_tail_lower']:6.3f}  {w['problem']} "
               f"tau={c['tau']} eta={c['eta']:.3g} alpha={c['alpha']:.3g} beta={c['beta']:.3g} "
               f"lam={c['lam']:.3g} sigma={c['sigma']:.3g} step={w['step']}")
         for f in r["failures"]:

@@ -62,6 +62,7 @@ def sample_instances(name: str, examples: int, seed: int, *, problems_per_family
 def _summary(name: str, verdicts: list) -> dict:
     def brief(v):
         return {"ratio": v.ratio, "ratio_lower": v.ratio_lower, "ratio_tail": v.ratio_tail,
+                "ratio_tail_lower": v.ratio_tail_lower,
                 "problem": v.problem, "config": vars(v.config), "step": v.step,
                 "bound": v.bound, "observed": v.observed, "seeds": v.seeds}
 
@@ -75,7 +76,7 @@ def _summary(name: str, verdicts: list) -> dict:
         "instances": len(verdicts),
         "violations": len(bad),
         "worst": brief(max(verdicts, key=lambda v: v.ratio_lower)),
-        "worst_tail": brief(max(verdicts, key=lambda v: v.ratio_tail)),
+        "worst_tail": brief(max(verdicts, key=lambda v: v.ratio_tail_lower)),
         "min_pathwise_slack": pathwise,
         "failures": [v.as_dict() for v in bad[:5]],
         "evaluate_errors": sum(bool(v.evaluate_error) for v in verdicts),

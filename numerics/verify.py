@@ -92,6 +92,8 @@ class Verdict:
     ratio_tail: float
     """max of observed / bound over the second half of the steps (the floor's tightness; early
     steps of anytime bounds are nearly tight by construction, e.g. r_1 vs (1-beta) r_0 + ...)."""
+    ratio_tail_lower: float
+    """ratio_tail with observed - Z_MARGIN * standard error (equal to ratio_tail when sigma = 0)."""
     holds: bool
     """True when the bound (with the statistical margin) and every pathwise check hold."""
     step: int
@@ -117,6 +119,7 @@ class Verdict:
         return {"theorem": self.theorem, "problem": self.problem, "config": vars(self.config),
                 "bound": self.bound, "observed": self.observed, "ratio": self.ratio,
                 "ratio_lower": self.ratio_lower, "ratio_tail": self.ratio_tail,
+                "ratio_tail_lower": self.ratio_tail_lower,
                 "holds": self.holds, "step": self.step, "seeds": self.seeds,
                 "pathwise": self.pathwise, "params": self.params, "reason": self.reason,
                 "confirmed_steps": self.confirmed_steps, "confirm_seeds": self.confirm_seeds,
@@ -231,12 +234,13 @@ def _confirm(thm, spec: Spec, problem: Problem, c: RunConfig, steps: int, verdic
     ratio = _ratio(obs_all, bound_all, finite)
     j = int(np.argmax(ratio))
     tail = ks >= ks[0] + (ks[-1] - ks[0]) / 2
+    lower = _ratio(obs_all - Z_MARGIN * se_all, bound_all, finite)
     return dataclasses.replace(
         verdict, holds=not reasons, reason="; ".join(reasons), confirmed_steps=len(flagged),
         confirm_seeds=len(runs), ratio=float(ratio[j]), step=int(ks[j]), observed=float(obs_all[j]),
         bound=float(bound_all[j]), seeds=len(runs),
-        ratio_lower=float(_ratio(obs_all - Z_MARGIN * se_all, bound_all, finite).max()),
-        ratio_tail=float(ratio[tail].max()))
+        ratio_lower=float(lower.max()), ratio_tail=float(ratio[tail].max()),
+        ratio_tail_lower=float(lower[tail].max()))
 
 
 def _sympy_value(thm, params: dict) -> float:
@@ -270,7 +274,8 @@ def _judge(thm, spec: Spec, problem: Problem, c: RunConfig, traj: Trajectory, co
         bound = np.broadcast_to(spec.bound_of(bound, values), obs.shape)
     finite = np.isfinite(obs) & np.isfinite(bound)
     ratio = _ratio(obs, bound, finite)
-    ratio_lower = _ratio(obs - Z_MARGIN * se, bound, finite)
+    ratio_lower_all = _ratio(obs - Z_MARGIN * se, bound, finite)
+    ratio_lower = ratio_lower_all
     j = int(np.argmax(ratio))
     tail = ks >= ks[0] + (ks[-1] - ks[0]) / 2
     excess = obs - Z_MARGIN * se - bound * (1 + REL_TOL) - ABS_TOL
@@ -304,7 +309,8 @@ def _judge(thm, spec: Spec, problem: Problem, c: RunConfig, traj: Trajectory, co
     return Verdict(
         theorem=thm.name, problem=problem.name, config=c, bound=float(bound[j]),
         observed=float(obs[j]), ratio=float(ratio[j]), ratio_lower=float(ratio_lower.max()),
-        ratio_tail=float(ratio[tail].max()), holds=not reasons, step=int(ks[j]),
+        ratio_tail=float(ratio[tail].max()), ratio_tail_lower=float(ratio_lower_all[tail].max()),
+        holds=not reasons, step=int(ks[j]),
         seeds=s_count, pathwise=pathwise, params=params, reason="; ".join(reasons),
         evaluate_error=evaluate_error,
     ), flagged

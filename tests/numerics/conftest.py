@@ -11,7 +11,7 @@ def pytest_terminal_summary(terminalreporter):
     if not worst:
         return
     terminalreporter.write_line("worst observed/bound ratios found by the tightness search "
-                                "(ratio: seed mean; lower: mean - 4 se; tail: second half of the steps):")
+                                "(ratio: seed mean; lower: mean - 4 se; tail: lower over the second half of the steps):")
     for name, w in sorted(worst.items()):
         terminalreporter.write_line(f"  {name:26s} ratio {w['ratio']:.4f} lower {w['ratio_lower']:.4f} "
                                     f"tail {w['ratio_tail']:.4f}  {w['where']}")
