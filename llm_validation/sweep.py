@@ -38,7 +38,7 @@ from llm_validation.sweep_grid import SweepPoint
 __all__ = ["run_sweep", "SweepOutcome", "INDEX_FILE", "Progress", "plan"]
 
 INDEX_FILE = "index.json"
-_RUN_FILES = {"config.json", "metrics.jsonl", "summary.json", "checkpoints"}
+_RUN_FILES = {"config.json", "metrics.jsonl", "summary.json", "checkpoints", "logs"}
 
 
 @dataclasses.dataclass(frozen=True)

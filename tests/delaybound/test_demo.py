@@ -8,6 +8,7 @@ import json
 import pytest
 
 from delaybound.demo import FULL, QUICK, DemoSettings, demo_points, run_demo
+from llm_validation.sweep import run_sweep
 
 MICRO = ("model.n_layer=2", "model.d_model=16", "model.n_head=2", "model.n_kv_head=1",
          "model.d_ff=32", "data.seq_len=16", "run.batch_size=4", "run.eval_batches=1",
@@ -46,11 +47,10 @@ def test_demo_end_to_end_smallest(tmp_path, capsys):
     for line in md.splitlines():              # every image link resolves
         if line.startswith("!["):
             assert (out / line.split("](")[1].rstrip(")")).is_file(), line
-    # re-running reuses every training run
-    code2, _ = run_demo(out, TINY, jobs=0, json_stream=None)
-    assert code2 == 0
-    stages = json.loads((out / "demo_status.json").read_text())["stages"]
-    assert "7 reused" in stages[2]["output"]
+    assert "7 trained, 0 reused" in status["stages"][2]["output"]
+    # re-running the demo's training reuses every finished run
+    again = run_sweep(demo_points(TINY)[1], out / "runs", jobs=0, progress=False)
+    assert [o.status for o in again] == ["skipped"] * 7
 
 
 def test_demo_settings_validation():
