@@ -47,6 +47,7 @@ and its virtual iterate ``z_t = x_t - lam v_{t-1}`` are THEORY.md result 5.
 
 from __future__ import annotations
 
+import copy
 import math
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
@@ -288,6 +289,25 @@ class DelayedOptimizer:
             self.last_update = [p - b for p, b in zip(self.params, before)]
         self.t += 1
         self._read_done = False
+
+    @torch.no_grad()
+    def dry_run_base_update(self, grads: Sequence[Tensor]) -> list[Tensor]:
+        """The base update the wrapped optimizer would apply from the current weights with
+        ``grads`` (the statistics' "fresh update"); weights, gradients and optimizer state are
+        restored exactly afterwards."""
+        base, params = self.optimizer, self.params
+        snap = [p.detach().clone() for p in params]
+        state = copy.deepcopy(base.state_dict())
+        saved = [p.grad for p in params]
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        base.step()
+        v = [p - s for p, s in zip(params, snap)]
+        for p, s, g in zip(params, snap, saved):
+            p.copy_(s)
+            p.grad = g
+        base.load_state_dict(state)
+        return v
 
     # ---------------------------------------------------------------------------- memory
     def extra_buffers(self) -> list[Tensor]:

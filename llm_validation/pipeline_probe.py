@@ -17,7 +17,6 @@ up to the order of floating-point summation across parameters).
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Sequence
 
 import torch
@@ -29,31 +28,12 @@ from llm_validation.optim import normalized_momentum
 from llm_validation.pipeline_comm import StageLink, decode_message
 from llm_validation.pipeline_stage import StageSetup
 
-__all__ = ["StageProbe", "MetricsCollector", "dry_run", "batch_loss"]
+__all__ = ["StageProbe", "MetricsCollector", "batch_loss"]
 
 
 def batch_loss(losses: Sequence[Tensor]) -> float:
     """Mean of microbatch losses, as ``train.forward_backward`` computes it."""
     return float(torch.stack([x.detach() for x in losses]).double().mean())
-
-
-@torch.no_grad()
-def dry_run(opt: Any, grads: Sequence[Tensor]) -> list[Tensor]:
-    """Base update the optimizer would apply from the current weights with ``grads``; weights,
-    gradients and optimizer state are restored exactly (as ``train._Probe._dry_run``)."""
-    base, params = opt.optimizer, opt.params
-    snap = [p.detach().clone() for p in params]
-    state = copy.deepcopy(base.state_dict())
-    saved = [p.grad for p in params]
-    for p, g in zip(params, grads):
-        p.grad = g.clone()
-    base.step()
-    v = [p - s for p, s in zip(params, snap)]
-    for p, s, g in zip(params, snap, saved):
-        p.copy_(s)
-        p.grad = g
-    base.load_state_dict(state)
-    return v
 
 
 class StageProbe:
@@ -109,7 +89,7 @@ class StageProbe:
             part.update(stats.drift_partials(x_now, read_point, v_prev, lam))
         out: dict[str, Any] = {"partials": part,
                                "v_prev": [v.clone() for v in v_prev] if v_prev is not None else None,
-                               "v_fresh": dry_run(opt, g_fresh)}
+                               "v_fresh": opt.dry_run_base_update(g_fresh)}
         if big_grad is not None:
             out["big_grad"] = big_grad
         return out

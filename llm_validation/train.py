@@ -21,7 +21,6 @@ run; with a decaying lr schedule the schedule then follows the new length).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import sys
@@ -159,23 +158,6 @@ class _Probe:
             p.grad = g
         return loss, grads
 
-    @torch.no_grad()
-    def _dry_run(self, grads: Sequence[Tensor]) -> list[Tensor]:
-        """Base update the optimizer would apply from W(t) with ``grads``; state restored."""
-        base, params = self.opt.optimizer, self.opt.params
-        snap = [p.detach().clone() for p in params]
-        state = copy.deepcopy(base.state_dict())
-        saved = [p.grad for p in params]
-        for p, g in zip(params, grads):
-            p.grad = g.clone()
-        base.step()
-        v = [p - s for p, s in zip(params, snap)]
-        for p, s, g in zip(params, snap, saved):
-            p.copy_(s)
-            p.grad = g
-        base.load_state_dict(state)
-        return v
-
     def before_step(self, step: int, x: Tensor, y: Tensor, loss: float) -> dict[str, Any]:
         opt, params, run = self.opt, self.opt.params, self.cfg.run
         have_prev = step > 0 and self.prev_step == step - 1
@@ -201,7 +183,7 @@ class _Probe:
         if v_prev is not None:
             part.update(stats.drift_partials(x_now, opt.read_weights(), v_prev, lam))
         out["v_prev"] = [v.clone() for v in v_prev] if v_prev is not None else None
-        out["v_fresh"] = self._dry_run(g_fresh)
+        out["v_fresh"] = self.opt.dry_run_base_update(g_fresh)
         k = run.momentum_error_interval
         if k > 0 and step % k == 0:
             xb, yb = self.large.batch(step)
