@@ -151,6 +151,15 @@ class Trajectory:
         """Series ``name`` of configuration b."""
         return self[name][:, b]
 
+    def one_step_slack(self, L: float) -> Tensor:
+        """Slack of the pathwise star-convex recursion (THEORY.md result 3, 2 L eta^2 form),
+        ``(1-beta) r_k + 2 eta ||m_k - grad f(x_k)||_* + 2 L eta^2 - r_{k+1}``, shape (K, B),
+        from the recorded ``gap`` and ``mom_err`` (>= 0 when the recursion holds)."""
+        r, e = self["gap"], self["mom_err"]
+        eta = torch.tensor([c.eta for c in self.configs], dtype=torch.float64)
+        beta = torch.tensor([c.beta for c in self.configs], dtype=torch.float64)
+        return (1 - beta) * r[:-1] + 2 * eta * e + 2 * L * eta**2 - r[1:]
+
     @property
     def tracked_gap(self) -> Tensor:
         """f(p_k) - f* for the tracked point (z_k under update-level EF, else x_k)."""

@@ -200,9 +200,7 @@ def _star_spec(name: str, sync: bool) -> Spec:
         return {**_common(p, c, traj, cols), "K": ks}
 
     def pathwise(p, c, traj, cols):
-        r = _cols(traj, "gap", cols)
-        e = _cols(traj, "mom_err", cols)
-        rec = (1 - c.beta) * r[:-1] + 2 * c.eta * e + 2 * p.L * c.eta**2 - r[1:]
+        rec = traj.one_step_slack(p.L)[:, cols]
         d = c.eta / c.beta
         return {"one_step_recursion": _min(rec),
                 "norm_within_radius": d - float(_cols(traj, "xnorm", cols).max()),
