@@ -182,7 +182,7 @@ def register(subparsers: Any) -> None:
     a("--batch-size", type=_ints, help="batch sizes (default 16)")
     a("--seeds", type=_ints, help="explicit seeds, e.g. 0,1,2")
     a("--n-seeds", type=int, help="seeds 0..N-1 (default 3)")
-    a("--steps", type=int, help="steps per run (default 300)")
+    a("--steps", type=int, help="steps per run (default 250)")
     a("--preset", help="model preset (default tiny)")
     a("--set", action="append", metavar="[OPT:]SEC.FIELD=VALUE", help="base-config override")
     a("--pipeline", choices=["none", "2bw"], help="run tau=1 2bw points on the real pipeline")

@@ -66,7 +66,7 @@ class DemoSettings:
             raise ValueError("DemoSettings.seeds must not be empty")
 
 
-FULL = DemoSettings(steps=300, seeds=(0, 1, 2), verify_examples=12, verify_steps=200,
+FULL = DemoSettings(steps=250, seeds=(0, 1, 2), verify_examples=12, verify_steps=200,
                     rate_steps=1500, rate_quick=False)
 QUICK = DemoSettings(steps=60, seeds=(0,), verify_examples=2, verify_steps=60, rate_steps=200,
                      rate_quick=True, quick=True)

@@ -53,7 +53,7 @@ BASE_OPTIM: dict[str, dict[str, Any]] = {
 }
 
 
-def default_base(optimizer: str = "adamw", *, steps: int = 300, model: str = "tiny") -> TrainConfig:
+def default_base(optimizer: str = "adamw", *, steps: int = 250, model: str = "tiny") -> TrainConfig:
     """The demo's base run (the optimizer's :data:`BASE_OPTIM` on the default corpus, CPU).
 
     Microbatches M = 2 so that the gradient-noise variance is measured every stats step and the
@@ -163,7 +163,7 @@ class SweepGrid:
     """Batch sizes (sequences per step); None: base."""
     seeds: tuple[int, ...] = (0, 1, 2)
     """Seeds (initialisation and data order); sync and delayed runs pair up by seed."""
-    steps: int = 300
+    steps: int = 250
     """Optimizer steps of every run."""
     model: str = "tiny"
     """Model preset."""

@@ -44,22 +44,53 @@ def _plt():
     return plt
 
 
-def _band(runs: Sequence[RunRecord], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                         np.ndarray] | None:
-    """Steps, mean, lo, hi of ``key`` over runs at the steps all of them logged."""
+def _band(runs: Sequence[RunRecord], key: str, how: str = "t"
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Steps, mean, lo, hi of ``key`` over runs at the steps all of them logged; the band is
+    the 95% t interval of the mean (``how="t"``) or the range over runs (``"range"``)."""
     series = [dict(zip(*map(np.ndarray.tolist, r.series(key)))) for r in runs]
     if not series or not all(series):
         return None
     common = sorted(set.intersection(*(set(s) for s in series)))
     if not common:
         return None
+    return _stack(common, [[s[st] for s in series] for st in common], how)
+
+
+def _stack(steps: Sequence[int], values: Sequence[Sequence[float]], how: str
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     mean, lo, hi = [], [], []
-    for st in common:
-        iv = t_interval([s[st] for s in series])
+    for v in values:
+        if how == "range":
+            mean.append(float(np.mean(v)))
+            lo.append(float(np.min(v)))
+            hi.append(float(np.max(v)))
+            continue
+        iv = t_interval(v)
         mean.append(iv.estimate)
         lo.append(iv.lo if iv.bounded else iv.estimate)
         hi.append(iv.hi if iv.bounded else iv.estimate)
-    return np.array(common), np.array(mean), np.array(lo), np.array(hi)
+    return np.array(steps), np.array(mean), np.array(lo), np.array(hi)
+
+
+def _paired_gap_band(runs: Sequence[RunRecord], delayed: Sequence[RunRecord]
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """val_loss(delayed) - val_loss(sync, same seed) at every common evaluation step."""
+    from llm_validation.run_table import sync_partner
+    per_seed = []
+    for r in delayed:
+        s = sync_partner(r, runs)
+        if s is None:
+            continue
+        a = dict(zip(*map(np.ndarray.tolist, r.series("val_loss"))))
+        b = dict(zip(*map(np.ndarray.tolist, s.series("val_loss"))))
+        per_seed.append({k: a[k] - b[k] for k in a.keys() & b.keys()})
+    if not per_seed:
+        return None
+    common = sorted(set.intersection(*(set(d) for d in per_seed)))
+    if not common:
+        return None
+    return _stack(common, [[d[st] for d in per_seed] for st in common], "t")
 
 
 def _save(fig, out: Path, name: str, made: dict[str, Path]) -> None:
@@ -73,8 +104,9 @@ def _save(fig, out: Path, name: str, made: dict[str, Path]) -> None:
 def _loss_curves(runs, base, out, made, metric):
     plt = _plt()
     opts = list(base)
-    fig, axes = plt.subplots(1, len(opts), figsize=(5.2 * len(opts), 4.0), squeeze=False)
-    for ax, opt in zip(axes[0], opts):
+    fig, axes = plt.subplots(2, len(opts), figsize=(5.4 * len(opts), 7.4), squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 2]})
+    for ax, gax, opt in zip(axes[0], axes[1], opts):
         cond = base[opt]
         finals = []
         for mode, label in (("sync", "sync"), ("delay", "2BW (tau=1)"), ("ef", "2BW + EF")):
@@ -98,6 +130,21 @@ def _loss_curves(runs, base, out, made, metric):
             ax.set_ylim(min(finals) - 0.1 * (top - min(finals)) - 0.02, top)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+        for mode, label in (("delay", "2BW - sync"), ("ef", "2BW+EF - sync")):
+            group = select(runs, condition=cond, mode=mode, tau=1,
+                           lam=1.0 if mode == "ef" else None)
+            b = _paired_gap_band(runs, group) if group else None
+            if b is None:
+                continue
+            st, m, lo, hi = b
+            gax.plot(st, m, "o-", ms=3, color=_COLORS[mode], label=label)
+            gax.fill_between(st, lo, hi, color=_COLORS[mode], alpha=0.2)
+        gax.axhline(0.0, color=_COLORS["sync"], lw=1)
+        gax.set_title("gap to sync, paired by seed (mean, 95% CI)", fontsize=10)
+        gax.set_xlabel("step")
+        gax.set_ylabel("validation loss difference")
+        gax.grid(alpha=0.3)
+        gax.legend(fontsize=8)
     _save(fig, out, "loss_curves.png", made)
 
 
@@ -180,54 +227,77 @@ def _tau_plot(runs, base, out, made, metric):
 
 
 def _ef_plot(runs, out, made, metric):
+    """Share of the gap EF removes (bootstrap 95% CI) vs lam per optimizer, and the mean cosine
+    of consecutive base updates of the EF runs on a second axis."""
+    from llm_validation.checks_trends import BOOTSTRAP_SEED
+    from llm_validation.stats_inference import bootstrap_interval
     plt = _plt()
-    pts: dict[str, list[tuple[float, float, float]]] = {}
+    pts: dict[str, list[tuple[float, float, float, float, float]]] = {}
     for cond in sorted({r.condition for r in runs}):
         for lam in sorted({r.lam for r in select(runs, condition=cond, mode="ef")}):
             rows = ef_rows(runs, cond, lam, metric=metric)
             if not rows:
                 continue
-            g0 = np.mean([a for a, _, _ in rows.values()])
-            g1 = np.mean([b for _, b, _ in rows.values()])
+            arr = np.array([[a, b] for a, b, _ in rows.values()])
+            if arr[:, 0].mean() <= 0:
+                continue
+            iv = bootstrap_interval(arr, lambda r: 1 - r[:, 1].mean() / r[:, 0].mean(),
+                                    seed=BOOTSTRAP_SEED)
             cos = [e.series("cos_consecutive_update")[1].mean() for _, _, e in rows.values()
                    if e.series("cos_consecutive_update")[1].size]
             opt = next(iter(rows.values()))[2].optimizer
-            pts.setdefault(opt, []).append((lam, 1 - g1 / g0 if g0 > 0 else np.nan,
+            lo = iv.lo if iv.bounded else iv.estimate
+            hi = iv.hi if iv.bounded else iv.estimate
+            pts.setdefault(opt, []).append((lam, iv.estimate, lo, hi,
                                             float(np.mean(cos)) if cos else np.nan))
     if not pts:
         return
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    fig, ax = plt.subplots(figsize=(6.4, 5.0))
     ax2 = ax.twinx()
+    lams = sorted({p[0] for v in pts.values() for p in v})
+    width = (lams[-1] - lams[0]) or 1.0
+    offsets = {opt: (i - (len(pts) - 1) / 2) * 0.02 * width for i, opt in enumerate(pts)}
     for opt, p in pts.items():
         p.sort()
-        lam, share, cos = map(np.array, zip(*p))
+        lam, share, lo, hi, cos = map(np.array, zip(*p))
+        x = lam + offsets[opt]
         c = _OPT_COLORS.get(opt, "k")
-        ax.plot(lam, share, "o-", color=c, label=f"{_NAMES.get(opt, opt)} share removed")
-        ax2.plot(lam, cos, "s:", color=c, alpha=0.6,
-                 label=f"{_NAMES.get(opt, opt)} cos(consecutive updates)")
+        ax.errorbar(x, share, yerr=[share - lo, hi - share], fmt="o-", color=c, capsize=4,
+                    label=f"{_NAMES.get(opt, opt)}: share of gap removed (95% CI)")
+        ax2.plot(x, cos, "s:", color=c, alpha=0.6, mfc="none",
+                 label=f"{_NAMES.get(opt, opt)}: cos(consecutive updates)")
+    if len(lams) == 1:
+        ax.set_xlim(lams[0] - 0.25, lams[0] + 0.25)
+        ax.set_xticks(lams)
     ax.axhline(0, color="k", lw=0.6)
+    ax.set_ylim(min(-0.05, ax.get_ylim()[0]), max(1.0, ax.get_ylim()[1]))
+    ax2.set_ylim(0.0, 1.0)
     ax.set_xlabel("EF coefficient lam")
     ax.set_ylabel("share of the gap EF removes")
     ax2.set_ylabel("mean cos of consecutive updates (alignment)")
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="best")
+    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+              ncol=2)
     ax.grid(alpha=0.3)
+    ax.set_title("Error Feedback: gain vs lam, with the update alignment it relies on",
+                 fontsize=10)
     _save(fig, out, "ef_vs_lam.png", made)
 
 
 def _series_plot(runs, base, out, made, key, name, ylabel, title):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.0, 4.2))
-    drawn = False
+    drawn, lows = False, []
     for opt, cond in base.items():
         for mode, style in (("delay", "-"), ("ef", "--")):
             group = select(runs, condition=cond, mode=mode, tau=1)
-            b = _band(group, key) if group else None
+            b = _band(group, key, how="range") if group else None
             if b is None:
                 continue
             st, m, lo, hi = b
             c = _OPT_COLORS.get(opt, "k")
+            lows.append(float(lo.min()))
             ax.plot(st, m, style, color=c,
                     label=f"{_NAMES.get(opt, opt)} {'2BW' if mode == 'delay' else '2BW+EF'}")
             ax.fill_between(st, lo, hi, color=c, alpha=0.15)
@@ -235,9 +305,10 @@ def _series_plot(runs, base, out, made, key, name, ylabel, title):
     if not drawn:
         plt.close(fig)
         return
+    ax.set_ylim(max(-1.0, min(lows) - 0.05), 1.02)
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title + "\n(mean over seeds; shaded: range over seeds)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     _save(fig, out, name, made)
