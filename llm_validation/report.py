@@ -76,7 +76,8 @@ def write_report(path: str | Path, *, title: str = "delaybound demo report",
     L: list[str] = [f"# {title}", ""]
     L += list(intro) + ([""] if intro else [])
     if stages:
-        L += ["## Stages", ""] + _table(stages, ("stage", "status", "seconds", "cpu_seconds", "output")) + [""]
+        cols = ("stage", "status", "seconds", "cpu_seconds", "output")
+        L += ["## Stages", ""] + _table(stages, cols) + [""]
     if theorems is not None:
         L += ["## 1. Theorems", "",
               "Each bound is a sympy expression checked by `delaybound theory check`; "

@@ -2,8 +2,9 @@
 
 - :func:`base_conditions`: per optimizer, the condition the headline comparisons use: among
   the conditions with synchronous and one-step-delayed (tau = 1, no EF) runs paired by seed,
-  the one with the most paired seeds, ties broken by the lowest mean synchronous validation
-  loss (the optimizer at its best tuned setting, as the paper compares them).
+  the one with the most paired seeds, then the most seeds with EF runs too, then the lowest
+  mean synchronous validation loss (the optimizer at its best tuned setting, as the paper
+  compares them).
 - :func:`families`: conditions that differ from each other in exactly one swept field
   (``optim.lr``, ``optim.momentum``/``optim.beta1``, ``run.batch_size``): one family per value
   of everything else, e.g. an lr sweep.
@@ -64,7 +65,7 @@ def select(runs: Iterable[RunRecord], *, optimizer: str | None = None,
 
 def base_conditions(runs: Sequence[RunRecord], metric: str = "final") -> dict[str, str]:
     """optimizer -> the condition of its headline comparison (see the module docstring)."""
-    best: dict[str, tuple[int, float, str]] = {}
+    best: dict[str, tuple[int, int, float, str]] = {}
     for cond in sorted({r.condition for r in runs}):
         delayed = select(runs, condition=cond, mode="delay", tau=1)
         if not delayed:
@@ -74,10 +75,13 @@ def base_conditions(runs: Sequence[RunRecord], metric: str = "final") -> dict[st
             continue
         opt = delayed[0].optimizer
         syncs = [r.val_metric(metric) for r in select(runs, condition=cond, mode="sync")]
-        score = (len(gaps), -float(np.mean(syncs)), cond)
+        n_ef = max((len(ef_rows(runs, cond, lam, metric=metric)) for lam in
+                    {r.lam for r in select(runs, condition=cond, mode="ef", tau=1)}),
+                   default=0)
+        score = (len(gaps), n_ef, -float(np.mean(syncs)), cond)
         if opt not in best or score > best[opt]:
             best[opt] = score
-    return {opt: s[2] for opt, s in sorted(best.items())}
+    return {opt: s[3] for opt, s in sorted(best.items())}
 
 
 _FIELD_OF = {"lr": ("optim.lr",), "momentum": ("optim.momentum", "optim.beta1"),

@@ -102,7 +102,7 @@ def plan(points: Sequence[SweepPoint], out: str | Path) -> list[tuple[SweepPoint
                              f"{p.name}; use another --out (or remove that directory)")
         if is_complete(run_dir):
             action = "skip"
-        elif RunPaths(run_dir).checkpoints.is_dir() and any(RunPaths(run_dir).checkpoints.iterdir()):
+        elif (ck := RunPaths(run_dir).checkpoints).is_dir() and any(ck.iterdir()):
             action = "resume"
             cfg = cfg.replace(run=dataclasses.replace(cfg.run, resume=True))
         actions.append((SweepPoint(p.name, cfg), action))
@@ -161,8 +161,9 @@ def run_sweep(points: Sequence[SweepPoint], out: str | Path, *, jobs: int = 1,
               on_done: Callable[[SweepOutcome], None] | None = None) -> list[SweepOutcome]:
     """Train every unfinished point (see the module docstring); returns one outcome per point.
 
-    ``jobs`` worker processes for emulated runs (0: run them in this process), ``threads`` torch threads each (default:
-    cpu_count // jobs, at least 1). ``grid`` is stored in index.json for the record.
+    ``jobs`` worker processes for emulated runs (0: run them in this process), ``threads``
+    torch threads each (default: cpu_count // jobs, at least 1). ``grid`` is stored in
+    index.json for the record.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
         raise ValueError(f"jobs={jobs!r} must be an int >= 0 (0: in this process)")
