@@ -134,6 +134,9 @@ def star_convexity_check(runs: Sequence[RunRecord], opt: str, cond: str) -> Verd
     if not frac:
         return missing(vid, "assumption", claim, prediction, "no 'star_convex_slack' statistics")
     iv = _seeds_interval(frac)
+    if iv.bounded:   # a fraction: the t interval clipped to [0, 1] (the decision is unchanged
+        iv = Interval(estimate=iv.estimate, lo=max(iv.lo, 0.0), hi=min(iv.hi, 1.0),  # for
+                      level=iv.level, n=iv.n, method=iv.method)        # boundaries inside)
     status, reason = decide(iv, boundary=STAR_VIOLATION_MAX, predicted="below",
                             n_seeds=len(frac))
     return Verdict(id=vid, kind="assumption", claim=claim, prediction=prediction, status=status,

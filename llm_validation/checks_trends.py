@@ -6,9 +6,10 @@ Gaps are paired by seed (``run_table.paired_gaps``). Checks and their decision r
   interval above 0 (THEORY.md trend 7; the paper's headline).
 - ``ef_gain[opt]``: EF gain = val(delayed) - val(EF), paired by seed, interval above 0; the
   share of the gap removed (bootstrap over seeds) is reported with it.
-- ``ef_share_vs_alignment``: across EF conditions (optimizers, lam, momenta), the per-seed share
-  of the gap removed against the mean cosine of consecutive base updates of the EF run: slope
-  above 0 (trend 6); needs :data:`MIN_TREND_LEVELS` conditions.
+- ``ef_share_vs_alignment[opt]``: across one optimizer's EF settings (lam, momentum), the
+  per-seed share of the gap removed against the mean cosine of consecutive base updates of the
+  EF run: slope above 0 (trend 6); needs :data:`MIN_TREND_LEVELS` settings. Optimizers are not
+  pooled: their updates live in different norms, so their cosines are not comparable.
 - ``gap_vs_lr[opt]``: exponent p of gap = A lr^p (nonlinear least squares over all per-seed
   gaps) inside :data:`EXPONENT_BAND` (trend 3: about 2).
 - ``gap_vs_tau[opt]``: the PL shape gap = A tau (tau + 2(1-alpha)/alpha + 1/2): A above 0; the
@@ -124,13 +125,15 @@ def ef_gain_check(runs: Sequence[RunRecord], opt: str, cond: str, lam: float = 1
                    runs=tuple(e.name for _, _, e in rows.values()), plot="loss_curves.png")
 
 
-def ef_share_check(runs: Sequence[RunRecord], metric: str = "final") -> Verdict:
-    vid = "ef_share_vs_alignment"
-    claim = "EF's share of the gap removed grows with the alignment of consecutive updates"
+def ef_share_check(runs: Sequence[RunRecord], opt: str, metric: str = "final") -> Verdict:
+    vid = f"ef_share_vs_alignment[{opt}]"
+    claim = (f"{_L(opt)}: EF's share of the gap removed grows with the alignment of "
+             "consecutive updates")
     prediction = ("omega^2 = 1 + lam^2 - 2 lam cos(d_{k-1}, d_{k-2}) (unit steps): higher cosine, "
-                  "smaller drift, larger share removed (THEORY.md trend 6)")
+                  "smaller drift, larger share removed (THEORY.md trend 6); across this "
+                  "optimizer's EF settings (lam, momentum)")
     xs, ys, conds, names = [], [], set(), []
-    for cond in sorted({r.condition for r in runs}):
+    for cond in sorted({r.condition for r in select(runs, optimizer=opt, mode="ef")}):
         for lam in sorted({r.lam for r in select(runs, condition=cond, mode="ef")}):
             for s, (g0, g1, e) in ef_rows(runs, cond, lam, metric=metric).items():
                 c = series_stat(e, "cos_consecutive_update", np.mean)
@@ -142,14 +145,14 @@ def ef_share_check(runs: Sequence[RunRecord], metric: str = "final") -> Verdict:
                 names.append(e.name)
     if len(conds) < MIN_TREND_LEVELS:
         return missing(vid, "trend", claim, prediction,
-                       f"needs EF runs in >= {MIN_TREND_LEVELS} settings (lam, momentum or "
-                       f"optimizer); have {len(conds)}")
+                       f"needs {_L(opt)} EF runs in >= {MIN_TREND_LEVELS} settings (lam or "
+                       f"momentum); have {len(conds)}")
     fit = fit_linear(np.stack([np.ones(len(xs)), np.asarray(xs)], axis=1), ys)
     slope = fit.coef[1]
-    status, reason = decide(slope, boundary=0.0, predicted="above",
-                            n_seeds=len(xs) // len(conds))
+    n = len(xs) // len(conds)
+    status, reason = decide(slope, boundary=0.0, predicted="above", n_seeds=n)
     return Verdict(id=vid, kind="trend", claim=claim, prediction=prediction, status=status,
-                   reason=reason, n_seeds=len(xs) // len(conds),
+                   reason=reason, n_seeds=n,
                    measured={"slope d share / d cos": slope, "settings": len(conds),
                              "points": len(xs)},
                    runs=tuple(names), plot="ef_vs_lam.png")

@@ -83,11 +83,11 @@ def validate_runs(runs: Sequence[RunRecord], *, gap_metric: str = "final",
     for opt in opts:
         if opt in base:
             out.append(T.ef_gain_check(runs, opt, base[opt], metric=gap_metric))
-    out.append(T.ef_share_check(runs, gap_metric))
     for opt in opts:
         if opt not in base:
             continue
-        out += [T.lr_exponent_check(runs, opt, gap_metric),
+        out += [T.ef_share_check(runs, opt, gap_metric),
+                T.lr_exponent_check(runs, opt, gap_metric),
                 T.tau_shape_check(runs, opt, base[opt], gap_metric),
                 T.momentum_check(runs, opt, gap_metric),
                 T.batch_check(runs, opt, gap_metric)]

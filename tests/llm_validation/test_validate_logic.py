@@ -96,7 +96,7 @@ def test_headline_pass(tmp_path):
     assert sc.status == PASS and sc.measured["looseness bound / gap"] > 1
     # sweeps absent: listed, inconclusive, saying why
     for vid in ("gap_vs_lr[adamw]", "gap_vs_tau[muon]", "gap_vs_batch[muon]",
-                "ef_share_vs_alignment", "pipeline_matches_emulation"):
+                "ef_share_vs_alignment[muon]", "pipeline_matches_emulation"):
         assert st[vid] == INCONCLUSIVE and "not measured" in rep.get(vid).reason
 
 
@@ -173,3 +173,18 @@ def test_no_runs_is_a_file_not_found(tmp_path):
         validate([tmp_path])
     with pytest.raises(FileNotFoundError):
         validate([tmp_path / "missing"])
+
+
+@pytest.mark.parametrize("shares, expected", [((0.2, 0.4, 0.6), PASS), ((0.6, 0.4, 0.2), FAIL)])
+def test_ef_share_tracks_alignment(tmp_path, shares, expected):
+    gap = 0.2
+    for s in range(3):
+        base = 2.0 + 0.05 * s
+        fake_run(tmp_path, opt="muon", val=base, seed=s)
+        fake_run(tmp_path, opt="muon", val=base + gap, seed=s, tau=1)
+        for lam, cos, share in zip((0.25, 0.5, 1.0), (0.5, 0.7, 0.9), shares):
+            fake_run(tmp_path, opt="muon", val=base + (1 - share) * gap + 0.002 * s, seed=s,
+                     tau=1, lam=lam, cos_cons=cos, drift=0.7)
+    v = validate([tmp_path]).get("ef_share_vs_alignment[muon]")
+    assert v.status == expected, v.reason
+    assert v.measured["settings"] == 3
