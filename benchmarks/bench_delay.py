@@ -32,10 +32,10 @@ from contextlib import nullcontext
 import torch
 
 from llm_validation.config import DataConfig, OptimConfig, preset
-from llm_validation.data import WindowSampler, load_corpus
-from llm_validation.delay import DelayedOptimizer
-from llm_validation.model import Transformer, lm_loss
-from llm_validation.optim import build_optimizer
+from llm_validation.training.data import WindowSampler, load_corpus
+from llm_validation.training.delay import DelayedOptimizer
+from llm_validation.training.model import Transformer, lm_loss
+from llm_validation.training.optim import build_optimizer
 
 __all__ = ["main", "measure", "VARIANTS", "PEAK_BF16_TFLOPS"]
 

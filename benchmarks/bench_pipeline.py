@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from llm_validation.checkpoint import read_json
+from llm_validation.rundir import read_json
 from llm_validation.config import DataConfig, DelayConfig, OptimConfig, RunConfig, TrainConfig, preset
 
 __all__ = ["main", "measure", "KINDS"]
@@ -52,7 +52,7 @@ def _cfg(kind: str, P: int, M: int, args: argparse.Namespace, out: Path) -> Trai
 
 def measure(kind: str, P: int, M: int, args: argparse.Namespace, out: Path) -> dict:
     """Launch one run; steady-state tokens/s from stage 0's step clock."""
-    from llm_validation.pipeline_run import launch_pipeline
+    from llm_validation.pipeline.launch import launch_pipeline
 
     cfg = _cfg(kind, P, M, args, out)
     launch_pipeline(cfg, progress=False)

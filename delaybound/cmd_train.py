@@ -1,4 +1,4 @@
-"""``delaybound train``: one LLM pretraining run under emulated delay (llm_validation.train).
+"""``delaybound train``: one LLM pretraining run under emulated delay (llm_validation.training.loop).
 
 Flags left out take the dataclass defaults of ``llm_validation.config``; with ``--resume`` they
 take the values saved in ``<out>/config.json`` instead, so ``--resume --steps N --out DIR`` is
@@ -95,7 +95,7 @@ def register(subparsers: Any) -> None:
 def config_from_args(args: argparse.Namespace) -> Any:
     """The TrainConfig the flags describe (saved config as the base with --resume)."""
     from llm_validation.config import TrainConfig, pipedream_taus, preset
-    from llm_validation.train import load_config
+    from llm_validation.training.loop import load_config
 
     base = TrainConfig()
     if args.resume and args.out and (Path(args.out) / "config.json").exists():
@@ -130,8 +130,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from delaybound.cli import print_json
-    from llm_validation.pipeline_faults import PipelineFailure
-    from llm_validation.train import train
+    from llm_validation.pipeline.faults import PipelineFailure
+    from llm_validation.training.loop import train
 
     cfg = config_from_args(args)
     try:

@@ -1,11 +1,11 @@
 """``delaybound validate`` and ``delaybound sweep``.
 
 - ``validate RUN_DIR... [--json] [--gap tail] [--plots DIR] [--report FILE] [--quick]``:
-  every verdict of :func:`llm_validation.validate.validate` (assumptions, trends, bounds) for
+  every verdict of :func:`llm_validation.validation.validate.validate` (assumptions, trends, bounds) for
   the runs found under the given folders. Exit code 0 whatever the verdicts (a verdict is a
   result, not an error); 2 on bad input (no run directories).
 - ``sweep --out DIR [grid flags] [--grid FILE.json] [--jobs N] [--dry-run] [--json]``: train a
-  grid (:class:`llm_validation.sweep_grid.SweepGrid`) resumably, one run directory per point,
+  grid (:class:`llm_validation.sweep.grid.SweepGrid`) resumably, one run directory per point,
   plus ``DIR/index.json``; a progress bar on stderr. Exit code 1 if any run raised an error.
 
 Grid flags take comma-separated lists; ``--lr`` and ``--momentum`` also take per-optimizer
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,7 @@ def _per_opt(values: list[str] | None, what: str) -> Any:
 
 def grid_from_args(args: argparse.Namespace):
     """The SweepGrid of ``--grid FILE`` with the command-line flags on top."""
-    from llm_validation.sweep_grid import SweepGrid
+    from llm_validation.sweep.grid import SweepGrid
     d: dict[str, Any] = {}
     if args.grid:
         path = Path(args.grid)
@@ -89,7 +88,7 @@ def grid_from_args(args: argparse.Namespace):
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from delaybound.cli import print_json
-    from llm_validation.sweep import plan, run_sweep
+    from llm_validation.sweep.runner import plan, run_sweep
     grid = grid_from_args(args)
     points = grid.expand()
     if args.dry_run:
@@ -116,8 +115,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from delaybound.cli import print_json
-    from llm_validation.run_table import load_runs
-    from llm_validation.validate import validate_runs
+    from llm_validation.validation.runs import load_runs
+    from llm_validation.validation.validate import validate_runs
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -125,10 +124,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         rep = validate_runs(runs, gap_metric=args.gap, quick=args.quick)
     plots = {}
     if args.plots:
-        from llm_validation.validation_plots import make_plots
+        from llm_validation.validation.plots import make_plots
         plots = make_plots(runs, args.plots, args.gap)
     if args.report:
-        from llm_validation.report import write_report
+        from llm_validation.validation.report import write_report
         write_report(args.report, title="delaybound validation report", validation=rep,
                      validation_plots=plots)
     if args.json:

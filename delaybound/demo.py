@@ -105,7 +105,7 @@ def _print_theorems(rows: list[dict[str, Any]], stream: Any) -> None:
 
 def demo_points(settings: DemoSettings):
     """The training runs: both optimizers x {sync, 2bw, 2bw+ef} x seeds, plus the pipeline run."""
-    from llm_validation.sweep_grid import SweepGrid
+    from llm_validation.sweep.grid import SweepGrid
     grid = SweepGrid(optimizers=("adamw", "muon"), seeds=settings.seeds, steps=settings.steps,
                      overrides=settings.overrides)
     points = grid.expand()
@@ -119,8 +119,8 @@ def demo_points(settings: DemoSettings):
 def run_demo(out: str | Path, settings: DemoSettings = FULL, *, jobs: int = 2,
              json_stream: Any = None) -> tuple[int, Any]:
     """Run the five stages into ``out``; returns (exit code, ValidationReport or None)."""
-    from llm_validation.checkpoint import write_json
-    from llm_validation.report import write_report
+    from llm_validation.rundir import write_json
+    from llm_validation.validation.report import write_report
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -193,7 +193,7 @@ def run_demo(out: str | Path, settings: DemoSettings = FULL, *, jobs: int = 2,
         return f"verify.json ({rep['violations']} violations), rates/ ({len(paths)} plots)"
 
     def training() -> str:
-        from llm_validation.sweep import run_sweep
+        from llm_validation.sweep.runner import run_sweep
         grid, points = demo_points(settings)
         outcomes = run_sweep(points, out / "runs", jobs=jobs, progress=True,
                              grid=grid.to_dict())
@@ -204,9 +204,9 @@ def run_demo(out: str | Path, settings: DemoSettings = FULL, *, jobs: int = 2,
         return f"runs/ ({len(outcomes)} runs, {done} trained, {len(outcomes) - done} reused)"
 
     def validation() -> str:
-        from llm_validation.run_table import load_runs
-        from llm_validation.validate import validate_runs
-        from llm_validation.validation_plots import make_plots
+        from llm_validation.validation.runs import load_runs
+        from llm_validation.validation.validate import validate_runs
+        from llm_validation.validation.plots import make_plots
         runs = load_runs([out / "runs"])
         rep = validate_runs(runs, quick=settings.quick)
         write_json(out / "validation.json", rep.to_dict())

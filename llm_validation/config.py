@@ -1,6 +1,6 @@
 """Configuration of an LLM validation run: frozen keyword-only dataclasses with validation.
 
-``TrainConfig(model, data, optim, delay, run)`` is everything :func:`llm_validation.train.train`
+``TrainConfig(model, data, optim, delay, run)`` is everything :func:`llm_validation.training.loop.train`
 needs; it round-trips through JSON with ``to_dict()`` / ``from_dict()`` (``config.json`` of a run
 directory). Every field is documented; ``__post_init__`` raises ``ValueError`` / ``TypeError``
 naming the field, the value and the allowed range.
@@ -85,7 +85,7 @@ def _bool(obj: Any, name: str) -> None:
 # --------------------------------------------------------------------------------------- model
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """Shape of the Llama-style decoder (:class:`llm_validation.model.Transformer`)."""
+    """Shape of the Llama-style decoder (:class:`llm_validation.training.model.Transformer`)."""
 
     name: str = "custom"
     """Preset name, for the record only."""
@@ -221,7 +221,7 @@ class DataConfig:
 # ----------------------------------------------------------------------------------- optimizer
 @dataclass(frozen=True, kw_only=True)
 class OptimConfig:
-    """The base optimizer (:func:`llm_validation.optim.build_optimizer`) and its schedule."""
+    """The base optimizer (:func:`llm_validation.training.optim.build_optimizer`) and its schedule."""
 
     name: str = "adamw"
     """``adamw`` (torch.optim.AdamW), ``muon`` (torch.optim.Muon on hidden matrices + AdamW on
@@ -290,7 +290,7 @@ def pipedream_taus(stages: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class DelayConfig:
-    """Emulated gradient delay and Error Feedback (:class:`llm_validation.delay.DelayedOptimizer`)."""
+    """Emulated gradient delay and Error Feedback (:class:`llm_validation.training.delay.DelayedOptimizer`)."""
 
     tau: int = 0
     """Gradient delay in optimizer steps: 0 synchronous, 1 PipeDream-2BW. With ``stage_taus``

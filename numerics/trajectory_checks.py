@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
 from numerics.draws import Draws, config_for, random_draws
-from numerics.methods import RunConfig, Trajectory, run
+from numerics.methods import RunConfig, run
 from numerics.problems import Problem
 from numerics.verify import CONFIRM_SEED_OFFSET, CONFIRM_SEEDS
 

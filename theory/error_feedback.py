@@ -39,8 +39,7 @@ from theory.nonconvex import nonconvex_bound, nonconvex_tail_steps, nonconvex_tu
 from theory.proof import Proof, Step
 from theory.star_convex import (E_NORM, R_K, iteration_count_obligations, star_convex_bound,
                                 unrolling_steps)
-from theory.symbols import (D, K, L, VEC_D, VEC_V, VEC_V_PREV, VEC_V_PREV2, VEC_X, VEC_X_NEXT,
-                            VEC_X_STAR, VEC_Z, VECTORS, Delta0, alpha, beta, eps, eta, k, lam,
+from theory.symbols import (D, K, L, VEC_D, VEC_V, VEC_V_PREV, VEC_V_PREV2, VEC_X, VEC_X_STAR, VEC_Z, VECTORS, Delta0, alpha, beta, eps, eta, k, lam,
                             omega_bar, r0, rho, sigma, tau)
 from theory.lemmas import A_T
 from theory.theorem import Condition, Theorem

@@ -27,7 +27,7 @@ from theory.decide import eq, le
 from theory.domain import (NONNEGATIVE, NONNEGATIVE_INTEGER, POSITIVE, UNIT_HALF_OPEN,
                            UNIT_OPEN, AT_LEAST_ONE)
 from theory.proof import Proof, Step
-from theory.symbols import (L, VEC_D, VEC_E, VEC_GP, VEC_GP_PREV, VEC_GY, VEC_M, VEC_X,
+from theory.symbols import (L, VEC_D, VEC_GP, VEC_GP_PREV, VEC_GY, VEC_M, VEC_X,
                             VEC_X_NEXT, VEC_X_STAR, VEC_XI, VECTORS, alpha, beta, eta, k,
                             omega_bar, rho, s, sigma)
 from theory.theorem import Theorem

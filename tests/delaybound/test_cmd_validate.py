@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-import pytest
-
 from delaybound.cli import main
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "llm_validation"))
-from test_validate_logic import headline  # noqa: E402  (synthetic run directories)
+from tests.llm_validation.validation.synthetic_runs import headline
 
 MICRO = ["--set", "model.n_layer=1", "--set", "model.d_model=16", "--set", "model.n_head=2",
          "--set", "model.n_kv_head=1", "--set", "model.d_ff=32", "--set", "data.seq_len=16",

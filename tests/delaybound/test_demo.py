@@ -8,7 +8,7 @@ import json
 import pytest
 
 from delaybound.demo import FULL, QUICK, DemoSettings, demo_points, run_demo
-from llm_validation.sweep import run_sweep
+from llm_validation.sweep.runner import run_sweep
 
 MICRO = ("model.n_layer=2", "model.d_model=16", "model.n_head=2", "model.n_kv_head=1",
          "model.d_ff=32", "data.seq_len=16", "run.batch_size=4", "run.eval_batches=1",

@@ -9,10 +9,9 @@ from hypothesis import strategies as st
 
 from numerics.problems import make_problem
 from numerics.trajectory_checks import SCENARIOS, covered_predicates, scenario_slacks
+from tests.numerics.strategies import SIZE, draws
 from theory.predicates import PREDICATES
 from theory.proof import TOL
-
-from numerics_strategies import SIZE, draws
 
 #: Steps per run (the states of every step are kept, so runs are short).
 STEPS = 40

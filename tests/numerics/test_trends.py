@@ -9,8 +9,15 @@ import pytest
 import torch
 
 from numerics.problems import make_problem
-from numerics.trends import (delay_gap_grid, delayed_gd_stability_limit, ef_gain_table, gap_law,
-                             lmo_radius, pl_law_table, sgd_stability_threshold)
+from numerics.trends import (
+    delay_gap_grid,
+    delayed_gd_stability_limit,
+    ef_gain_table,
+    gap_law,
+    lmo_radius,
+    pl_law_table,
+    sgd_stability_threshold,
+)
 from theory import THEOREMS
 
 #: The measured gap follows the PL law's shape: over tau in {1,2,4,8}, eta in {0.01,0.02,0.04},

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from numerics.update_rules import ef_correct, ema_momentum, grad_ef_mix, lmo_step, read_index
+from numerics.update_rules import (
+    ef_correct,
+    ema_momentum,
+    grad_ef_mix,
+    lmo_step,
+    read_index,
+)
 
 
 def test_read_index_clamps_at_zero():

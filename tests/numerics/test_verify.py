@@ -16,9 +16,8 @@ from numerics.methods import RunConfig
 from numerics.problems import make_problem
 from numerics.specs import SPECS
 from numerics.verify import verify, verify_batch
+from tests.numerics.strategies import SIZE, draws
 from theory import THEOREMS
-
-from numerics_strategies import SIZE, draws
 
 #: Steps per simulated run in the property suite (every step is checked; anytime bounds).
 STEPS = 150

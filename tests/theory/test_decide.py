@@ -7,11 +7,20 @@ import random
 
 import pytest
 import sympy
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.decide import (Obligation, domain_substitutions, eq, increasing, is_nonneg, is_pos,
-                           le, lt, peel_sums)
+from theory.decide import (
+    Obligation,
+    domain_substitutions,
+    eq,
+    increasing,
+    is_nonneg,
+    is_pos,
+    le,
+    lt,
+    peel_sums,
+)
 from theory.domain import AT_LEAST_ONE, UNIT_HALF_OPEN, UNIT_OPEN
 from theory.symbols import VEC_D, VEC_X, VECTORS
 

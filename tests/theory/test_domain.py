@@ -8,8 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.domain import (AT_LEAST_ONE, NONNEGATIVE, NONNEGATIVE_INTEGER, POSITIVE,
-                           POSITIVE_INTEGER, UNIT_HALF_OPEN, UNIT_OPEN, Domain, fixed)
+from theory.domain import (
+    AT_LEAST_ONE,
+    NONNEGATIVE,
+    NONNEGATIVE_INTEGER,
+    POSITIVE,
+    POSITIVE_INTEGER,
+    UNIT_HALF_OPEN,
+    UNIT_OPEN,
+    Domain,
+    fixed,
+)
 
 
 @pytest.mark.parametrize("dom, text", [

@@ -74,8 +74,8 @@ def test_predicates_detect_broken_hypotheses(geometry):
 
 
 def test_star_convexity_fails_for_an_indefinite_quadratic():
-    from theory.objectives import Ctx, Quadratic
     from numerics.norms import L2
+    from theory.objectives import Ctx, Quadratic
 
     ctx = Ctx(L2, torch.Generator().manual_seed(0), 32)
     center = ctx.normal()

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import sympy
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from theory import THEOREMS, get_theorem

@@ -1,0 +1,242 @@
+"""Point-to-point links between neighbouring pipeline stages, with timeouts that name the peer.
+
+One process per stage; stage ``s`` is rank ``s`` of the default process group (gloo on CPU, NCCL
+on GPUs). Activations go ``s -> s+1``, their gradients ``s+1 -> s``; each direction between two
+ranks carries one kind of message, in microbatch order, so no tags are needed (NCCL has none).
+Small control messages (the partial sums of statistics, sent to the last stage) travel on a
+separate gloo group, so they never interleave with activations even under NCCL.
+
+Every wait has a deadline (``timeout_s``): a peer that died shows up at once as a closed
+connection, a peer that hangs as a timeout; both raise :class:`StageFailure` naming this stage,
+the peer, and the message awaited, which the launcher turns into one error for the whole run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections import deque
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+__all__ = ["StageFailure", "StageLink", "LOST", "TIMEOUT", "MESSAGE_BYTES", "encode_message",
+           "decode_message"]
+
+#: failure kinds in :class:`StageFailure` (the launcher ranks them: a lost connection means the
+#: peer process is gone; a timeout means the peer is alive but silent, i.e. hung)
+LOST = "lost"
+TIMEOUT = "timeout"
+#: Size of one control message (a JSON dict of partial sums: about 40 floats, ~1.5 kB).
+MESSAGE_BYTES = 16384
+
+
+class StageFailure(RuntimeError):
+    """A wait on ``peer`` failed on ``stage``: ``kind`` is ``"lost"`` or ``"timeout"``."""
+
+    def __init__(self, stage: int, peer: int | None, kind: str, what: str, detail: str):
+        self.stage, self.peer, self.kind, self.what = stage, peer, kind, what
+        verb = "timed out waiting for" if kind == TIMEOUT else "lost the connection while waiting for"
+        super().__init__(f"stage {stage} {verb} {what}: {detail}")
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "timed out" in text or "timeout" in text or isinstance(exc, TimeoutError)
+
+
+class _Pending:
+    """An issued non-blocking op with what is needed to wait on it and explain a failure."""
+
+    __slots__ = ("work", "tensor", "peer", "what")
+
+    def __init__(self, work: Any, tensor: Tensor, peer: int, what: str):
+        self.work, self.tensor, self.peer, self.what = work, tensor, peer, what
+
+
+class _AllWorks:
+    """Several works (a group of p2p ops) waited on as one."""
+
+    def __init__(self, works: list) -> None:
+        self.works = list(works)
+
+    def wait(self, timeout: datetime.timedelta) -> None:
+        for w in self.works:
+            w.wait(timeout)
+
+    def is_completed(self) -> bool:
+        return all(w.is_completed() for w in self.works)
+
+
+class StageLink:
+    """The communication of one stage: receive buffers, non-blocking sends, bounded waits.
+
+    ``act_shape``/``act_dtype``: the microbatch activation ``h[b, T, C]`` exchanged between every
+    pair of neighbours (its gradient has the same shape and dtype). ``group``: the process group
+    of the activations (None: the default group); ``control_group``: a gloo group over all ranks
+    for the small CPU messages (must differ from ``group``: stage 1 -> 0 also carries gradients).
+    ``status``/``store``: the stage's published status (``waiting_on`` is set during waits) and
+    the store to follow a chain of waits when one times out (see ``pipeline_faults.follow_waits``).
+    ``grouped``: hold sends back and issue them in one ``batch_isend_irecv`` group with the next
+    receive, as torch's own schedules do (required with NCCL; gloo sends at once).
+    """
+
+    def __init__(
+        self,
+        *,
+        stage: int,
+        stages: int,
+        device: torch.device,
+        act_shape: tuple[int, ...],
+        act_dtype: torch.dtype,
+        timeout_s: float,
+        group: Any = None,
+        control_group: Any = None,
+        status: dict | None = None,
+        store: Any = None,
+        grouped: bool = False,
+    ):
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.stage, self.stages, self.device = stage, stages, device
+        self.act_shape, self.act_dtype = tuple(act_shape), act_dtype
+        self.timeout = datetime.timedelta(seconds=float(timeout_s))
+        self.group, self.control_group = group, control_group
+        self.status, self.store = status, store
+        self.grouped = grouped
+        self._outbox: list[tuple[Tensor, int, str]] = []   # grouped mode: sends held back
+        self._sends: deque[_Pending] = deque()      # activations / gradients
+        self._messages: deque[_Pending] = deque()   # control messages
+
+    # -- waits ------------------------------------------------------------------------------
+    def _wait(self, p: _Pending) -> Tensor:
+        if self.status is not None:
+            self.status["waiting_on"] = p.peer
+        try:
+            p.work.wait(self.timeout)
+        except Exception as exc:  # gloo/NCCL raise RuntimeError with the transport's text
+            kind = TIMEOUT if _is_timeout(exc) else LOST
+            detail = str(exc).splitlines()[0][:300]
+            peer = p.peer
+            if kind == TIMEOUT and self.store is not None:   # blame the end of the wait chain
+                from llm_validation.pipeline.faults import follow_waits
+
+                peer, chain = follow_waits(self.store, p.peer, self.stages)
+                if len(chain) > 1:
+                    detail = (f"stage {p.peer} was itself waiting (chain of waits "
+                              f"{' -> '.join(map(str, chain))}); {detail}")
+            raise StageFailure(self.stage, peer, kind, p.what, detail) from exc
+        finally:
+            if self.status is not None:
+                self.status["waiting_on"] = None
+        return p.tensor
+
+    def _reap(self) -> None:
+        """Forget completed sends (keeps their tensors alive until then)."""
+        while self._sends and self._sends[0].work.is_completed():
+            self._wait(self._sends.popleft())  # surfaces an error a completed send may carry
+
+    def drain(self) -> None:
+        """Issue the sends held back, then wait (bounded) for every send this stage issued."""
+        self.flush()
+        self.drain_messages()
+        while self._sends:
+            self._wait(self._sends.popleft())
+
+    def drain_messages(self) -> None:
+        """Wait (bounded) for the control messages only (a stopped run may leave activations
+        that no stage will receive; its messages must still arrive)."""
+        while self._messages:
+            self._wait(self._messages.popleft())
+
+    # -- activations (s -> s+1) and their gradients (s+1 -> s) -------------------------------
+    def _post_recv(self, src: int, what: str) -> _Pending:
+        buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.device)
+        if not (self.grouped and self._outbox):
+            return _Pending(dist.irecv(buf, src=src, group=self.group), buf, src, what)
+        # grouped mode: the sends held back go out in one group with this receive (NCCL needs
+        # this: two ranks that both block in a send to each other would deadlock)
+        sends, self._outbox = self._outbox, []
+        ops = [dist.P2POp(dist.isend, t, peer, group=self.group) for t, peer, _ in sends]
+        ops.append(dist.P2POp(dist.irecv, buf, src, group=self.group))
+        works = dist.batch_isend_irecv(ops)
+        keep = (buf, [t for t, _, _ in sends])     # the send tensors live until the group is done
+        return _Pending(_AllWorks(works), keep, src, what)
+
+    def post_recv_activation(self, mb: int) -> _Pending:
+        """Post the receive of microbatch ``mb``'s input activation from stage ``s-1``."""
+        return self._post_recv(self.stage - 1, f"the activation of microbatch {mb} from stage "
+                                               f"{self.stage - 1}")
+
+    def post_recv_gradient(self, mb: int) -> _Pending:
+        """Post the receive of the gradient w.r.t. this stage's output of ``mb`` from ``s+1``."""
+        return self._post_recv(self.stage + 1, f"the gradient of microbatch {mb} from stage "
+                                               f"{self.stage + 1}")
+
+    def wait(self, pending: _Pending) -> Tensor:
+        """The received tensor of a posted receive, waiting at most ``timeout_s``."""
+        out = self._wait(pending)
+        return out[0] if isinstance(out, tuple) else out
+
+    def send_activation(self, h: Tensor, mb: int) -> None:
+        """Send this stage's output ``h`` of ``mb`` to stage ``s+1`` (non-blocking; grouped mode:
+        with the next receive or :meth:`flush`)."""
+        self._send(h, self.stage + 1, f"the delivery of activation {mb} to stage {self.stage + 1}")
+
+    def send_gradient(self, g: Tensor, mb: int) -> None:
+        """Send the gradient w.r.t. this stage's input of ``mb`` to ``s-1`` (as above)."""
+        self._send(g, self.stage - 1, f"the delivery of gradient {mb} to stage {self.stage - 1}")
+
+    def _send(self, t: Tensor, peer: int, what: str) -> None:
+        t = t.detach().contiguous()
+        if t.shape != self.act_shape or t.dtype != self.act_dtype:
+            raise ValueError(
+                f"stage {self.stage}: {what} has shape {tuple(t.shape)} {t.dtype}, the link carries "
+                f"{self.act_shape} {self.act_dtype}"
+            )
+        if self.grouped:
+            self._outbox.append((t, peer, what))
+            return
+        self._sends.append(_Pending(dist.isend(t, dst=peer, group=self.group), t, peer, what))
+        self._reap()
+
+    def flush(self) -> None:
+        """Grouped mode: issue the sends held back (before the stage may block elsewhere)."""
+        sends, self._outbox = self._outbox, []
+        for t, peer, what in sends:
+            self._sends.append(_Pending(dist.isend(t, dst=peer, group=self.group), t, peer, what))
+
+    # -- control messages (statistics and results, to stage 0) -------------------------------
+    def send_message(self, obj: dict, dst: int, what: str) -> None:
+        """Non-blocking send of a small JSON-able dict to rank ``dst`` on the control group."""
+        buf = encode_message(obj)
+        self._messages.append(_Pending(dist.isend(buf, dst=dst, group=self.control_group), buf, dst, what))
+        while self._messages and self._messages[0].work.is_completed():
+            self._wait(self._messages.popleft())
+
+    def post_recv_message(self, src: int, what: str) -> _Pending:
+        """Post the receive of one message from rank ``src`` (read it with :func:`decode_message`
+        on :meth:`wait`'s result)."""
+        buf = torch.empty(MESSAGE_BYTES, dtype=torch.uint8)
+        return _Pending(dist.irecv(buf, src=src, group=self.control_group), buf, src, what)
+
+
+def encode_message(obj: dict) -> Tensor:
+    """``obj`` as JSON in a fixed-size uint8 buffer: 8-byte length, then UTF-8 text (floats
+    round-trip exactly; NaN/inf are kept)."""
+    data = json.dumps(obj).encode()
+    if len(data) + 8 > MESSAGE_BYTES:
+        raise ValueError(f"control message of {len(data)} bytes exceeds MESSAGE_BYTES={MESSAGE_BYTES}")
+    buf = torch.zeros(MESSAGE_BYTES, dtype=torch.uint8)
+    buf[:8] = torch.tensor(list(len(data).to_bytes(8, "little")), dtype=torch.uint8)
+    buf[8 : 8 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return buf
+
+
+def decode_message(buf: Tensor) -> dict:
+    """Inverse of :func:`encode_message`."""
+    raw = bytes(buf.tolist()) if buf.numel() < 64 else buf.numpy().tobytes()
+    n = int.from_bytes(raw[:8], "little")
+    return json.loads(raw[8 : 8 + n].decode())

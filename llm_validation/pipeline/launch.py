@@ -1,0 +1,184 @@
+"""Entry point of a pipeline run: checks, resume, one process per stage, the run's result.
+
+``launch_pipeline(cfg)`` (called by ``train.train`` through ``pipeline_2bw.launch`` when
+``cfg.run.pipeline`` is ``2bw``, ``gpipe`` or ``1f1b``):
+
+1. validates the pipeline shape (P >= 2, M >= P) and the run directory (a new run needs an empty
+   one; ``resume`` needs the same config up to ``train.RESUMABLE`` fields) and finds the newest
+   complete pipeline checkpoint; metrics rows at or after its step are dropped;
+2. single machine: starts P stage processes (:func:`launch.spawn_stages`; gloo on CPU, NCCL
+   with one GPU per stage) and waits; under ``torchrun`` (RANK/WORLD_SIZE/MASTER_ADDR set) this
+   process is one of the P ranks and runs its stage itself;
+3. composes the ``RunResult`` from stage 0's record and ``metrics.jsonl`` exactly as the
+   emulated path does and writes ``summary.json``.
+
+Several machines (one stage per GPU, run directory on a shared filesystem)::
+
+    torchrun --nnodes=2 --nproc-per-node=4 --node-rank=<0|1> \\
+        --rdzv-backend=c10d --rdzv-endpoint=<host of node 0>:29500 \\
+        -m delaybound train --pipeline 2bw --stages 8 --microbatches 16 --device cuda ...
+
+Environment: ``DELAYBOUND_PIPE_TIMEOUT_S`` (p2p deadline, default 30 s),
+``DELAYBOUND_PIPE_THREADS`` (CPU threads per stage, default cores // P),
+``DELAYBOUND_PIPE_FAULT`` (tests only, see :mod:`launch`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+
+from llm_validation.config import TrainConfig
+from llm_validation.pipeline.faults import PipelineFailure, parse_fault
+from llm_validation.pipeline.processes import (
+    DEFAULT_TIMEOUT_S,
+    WorkerContext,
+    run_worker,
+    spawn_stages,
+    torchrun_env,
+)
+from llm_validation.pipeline.schedule import validate_pipeline_shape
+from llm_validation.pipeline.stage import latest_complete
+from llm_validation.rundir import (
+    RunPaths,
+    read_json,
+    read_metrics,
+    rewrite_metrics_before,
+    write_json,
+)
+
+__all__ = ["launch_pipeline", "stage_body", "compose_result", "PIPELINES", "threads_per_stage"]
+
+PIPELINES = ("2bw", "gpipe", "1f1b")
+
+
+def threads_per_stage(stages: int) -> int:
+    """CPU threads of each stage: ``DELAYBOUND_PIPE_THREADS`` or ``cores // P`` (at least 1)."""
+    env = os.environ.get("DELAYBOUND_PIPE_THREADS")
+    if env:
+        n = int(env)
+        if n < 1:
+            raise ValueError(f"DELAYBOUND_PIPE_THREADS={env!r} must be an integer >= 1")
+        return n
+    return max(1, (os.cpu_count() or 1) // stages)
+
+
+def stage_body(ctx: WorkerContext, cfg_dict: dict[str, Any], start: int, threads: int,
+               torchrun: bool) -> None:
+    """What every stage process runs (2BW or a synchronous baseline)."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(threads)
+    cfg = TrainConfig.from_dict(cfg_dict)
+    t0 = time.perf_counter()
+    if cfg.run.pipeline == "2bw":
+        from llm_validation.pipeline.twobw import run_2bw_stage
+        run_2bw_stage(ctx, cfg, start)
+    else:
+        from llm_validation.pipeline.sync import run_sync_stage
+        run_sync_stage(ctx, cfg, start)
+    if torchrun:  # no parent process: rank 0 writes the summary, the others wait for it
+        if ctx.rank == 0:
+            compose_result(cfg, start, time.perf_counter() - t0)
+        dist.barrier(group=ctx.control_group)
+
+
+def compose_result(cfg: TrainConfig, start: int, wall: float):
+    """The RunResult (as ``train.train`` builds it) from stage 0's record and the metrics."""
+    from llm_validation.training.loop import RunResult
+
+    paths = RunPaths(cfg.run.out_dir)
+    info = read_json(paths.root / "logs" / "result.json")
+    rows = read_metrics(paths.metrics)
+    losses = [r["loss"] for r in rows if r.get("loss") is not None]
+    vals = [r["val_loss"] for r in rows if r.get("val_loss") is not None]
+    done, status = int(info["steps"]), info["status"]
+    if status == "diverged":
+        final_loss = rows[-1].get("loss") if rows else None
+    else:
+        final_loss = losses[-1] if losses else None
+    trained = (done - start) * cfg.tokens_per_step
+    result = RunResult(run_dir=str(paths.root), status=status, steps=done,
+                       tokens=done * cfg.tokens_per_step, final_loss=final_loss,
+                       final_val_loss=info.get("final_val_loss"),
+                       best_val_loss=min(vals) if vals else None, wall_time_s=wall,
+                       tokens_per_s=trained / wall if wall > 0 else None,
+                       n_params=int(info["n_params"]), message=info.get("message", ""))
+    write_json(paths.summary, result.to_dict())
+    return result
+
+
+def _prepare(cfg: TrainConfig, paths: RunPaths, write: bool) -> int:
+    """Run-directory checks; returns the step to start from (``write``: rank 0's edits)."""
+    from llm_validation.training.loop import _check_resumable, load_config
+
+    run = cfg.run
+    found = latest_complete(paths, run.stages) if run.resume else None
+    if run.resume and paths.config.exists():
+        _check_resumable(load_config(paths.root), cfg)
+    elif not run.resume and paths.has_run():
+        raise ValueError(f"run directory {paths.root} already holds a run; pass --resume or "
+                         "choose another --out")
+    start = found[0] if found is not None else 0
+    if start > run.steps:
+        raise ValueError(f"--steps {run.steps} is below the checkpoint's step {start}")
+    if write:
+        (paths.root / "logs").mkdir(parents=True, exist_ok=True)
+        rewrite_metrics_before(paths.metrics, start)
+        stale = paths.root / "logs" / "result.json"
+        if stale.exists():
+            stale.unlink()
+    return start
+
+
+def launch_pipeline(cfg: TrainConfig, progress: bool = True):
+    """Run ``cfg`` as a real pipeline (see the module docstring); returns the RunResult.
+    Raises ``ValueError`` for a bad configuration and ``pipeline_faults.PipelineFailure`` (naming the
+    failed stage) when a stage dies or hangs. ``progress``: echo stage 0's progress lines."""
+    from llm_validation.training.loop import RunResult, resolve_device
+
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"launch_pipeline needs a TrainConfig, got {type(cfg).__name__}")
+    run = cfg.run
+    if run.pipeline not in PIPELINES:
+        raise ValueError(f"RunConfig.pipeline={run.pipeline!r} is not one of {list(PIPELINES)}")
+    validate_pipeline_shape(run.stages, run.microbatches)
+    device = resolve_device(run.device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    timeout_s = float(os.environ.get("DELAYBOUND_PIPE_TIMEOUT_S", DEFAULT_TIMEOUT_S))
+    if not timeout_s > 0:
+        raise ValueError(f"DELAYBOUND_PIPE_TIMEOUT_S={timeout_s} must be > 0")
+    fault = parse_fault(os.environ.get("DELAYBOUND_PIPE_FAULT"))
+    paths = RunPaths(run.out_dir)
+    t0 = time.perf_counter()
+    env = torchrun_env()
+    if env is None:
+        if device.type == "cuda" and torch.cuda.device_count() < run.stages:
+            raise ValueError(f"--stages {run.stages} on one machine needs one GPU per stage; "
+                             f"{torch.cuda.device_count()} visible (use torchrun across machines)")
+        start = _prepare(cfg, paths, write=True)
+        args = (cfg.to_dict(), start, threads_per_stage(run.stages), False)
+        try:
+            spawn_stages(stage_body, args, world=run.stages, run_dir=paths.root, backend=backend,
+                         timeout_s=timeout_s, fault=fault, progress=progress)
+        except PipelineFailure as exc:
+            found = latest_complete(paths, run.stages)
+            where = (f"last complete checkpoint: step {found[0]} ({found[1]}); continue with "
+                     "--resume" if found else "no complete checkpoint yet")
+            raise PipelineFailure(f"{exc}; {where}", exc.stage) from None
+        return compose_result(cfg, start, time.perf_counter() - t0)
+    if env["world"] != run.stages:
+        raise ValueError(f"torchrun started {env['world']} processes but --stages is {run.stages}")
+    start = _prepare(cfg, paths, write=env["rank"] == 0)
+    if env["rank"] != 0:  # wait until rank 0 has prepared the directory
+        deadline = time.monotonic() + timeout_s
+        while not (paths.root / "logs").is_dir() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    args = (cfg.to_dict(), start, threads_per_stage(run.stages), True)
+    run_worker(stage_body, args, rank=env["rank"], world=env["world"], local_rank=env["local_rank"],
+               run_dir=str(paths.root), backend=backend, timeout_s=timeout_s, fault=fault,
+               store_addr=None, redirect_logs=False)
+    return RunResult(**read_json(paths.summary))

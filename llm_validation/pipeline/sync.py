@@ -1,0 +1,189 @@
+"""Synchronous pipeline baselines on ``torch.distributed.pipelining``: GPipe and 1F1B.
+
+Same stage split, data, optimizer, statistics, run directory and checkpoints as the 2BW
+runtime (:class:`pipeline_2bw.StageRun`); only the gradient of a step comes from torch's own
+schedules, which flush the pipeline at every optimizer step::
+
+    stage = PipelineStage(stage_module, s, P, device, input_args=..., output_args=...)
+    schedule = ScheduleGPipe(stage, M, loss_fn, scale_grads=False)   # or Schedule1F1B
+    for t in steps:
+        schedule.step(x_t)            # stage 0 (the whole batch; torch cuts it into M chunks)
+        schedule.step()               # middle stages
+        schedule.step(target=y_t)     # last stage
+        opt.step(); opt.zero_grad()   # every stage, W(t+1) = W(t) - u(grad f(W(t)))
+
+``loss_fn`` returns ``lm_loss / M`` with ``scale_grads=False``, so each microbatch backward is
+``(loss_m / M).backward()`` exactly as in ``train.forward_backward``: the run equals the
+single-process synchronous run (tau = 0) bitwise on CPU. The unscaled microbatch losses are
+kept for the logged loss. Torch's schedules wait on their p2p ops with the process group's
+deadline (``timeout_s``); a failure there is reported as a lost/timed-out neighbour.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+from torch import nn
+
+from llm_validation.pipeline.comm import LOST, TIMEOUT, StageFailure, _is_timeout
+from llm_validation.pipeline.executor import detached_leaves
+from llm_validation.pipeline.processes import WorkerContext
+from llm_validation.pipeline.stage import mark_complete
+from llm_validation.pipeline.stage_stats import batch_loss
+from llm_validation.pipeline.twobw import DIVERGED_KEY, StageRun
+from llm_validation.training import stats
+
+__all__ = ["run_sync_stage", "SCHEDULES"]
+
+#: ``RunConfig.pipeline`` value -> torch schedule class name.
+SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B"}
+
+
+class _Autocast(nn.Module):
+    """The stage module under the run's autocast (torch's stage calls ``forward`` directly)."""
+
+    def __init__(self, inner: nn.Module, autocast) -> None:
+        super().__init__()
+        self.inner, self._autocast = inner, autocast
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with self._autocast():
+            return self.inner(x)
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    """True for errors of the p2p transport (a peer gone or silent), not of our own code."""
+    text = str(exc)
+    return any(k in text for k in ("gloo", "Connection", "Timed out", "timed out", "NCCL",
+                                   "closed by peer"))
+
+
+def _build_schedule(sr: StageRun, loss_fn):
+    from torch.distributed import pipelining
+
+    setup, cfg = sr.setup, sr.cfg
+    b, t = setup.act_shape[0], setup.act_shape[1]
+    dev = setup.device
+    if setup.is_first:
+        example_in = torch.zeros((b, t), dtype=torch.long, device=dev)
+    else:
+        example_in = torch.zeros(setup.act_shape, dtype=setup.act_dtype, device=dev)
+    if setup.is_last:
+        out_dtype = torch.bfloat16 if cfg.run.dtype == "bfloat16" else setup.act_dtype
+        example_out = torch.zeros((b, t, cfg.model.vocab_size), dtype=out_dtype, device=dev)
+    else:
+        example_out = torch.zeros(setup.act_shape, dtype=setup.act_dtype, device=dev)
+    # static metadata: float example tensors must require grad, or torch plans no gradients
+    for ex in (example_in, example_out):
+        if ex.is_floating_point():
+            ex.requires_grad_(True)
+    stage = pipelining.PipelineStage(_Autocast(setup.module, setup.autocast), sr.s, sr.P, dev,
+                                     input_args=example_in, output_args=example_out)
+    cls = getattr(pipelining, SCHEDULES[cfg.run.pipeline])
+    return cls(stage, sr.M, loss_fn=loss_fn, scale_grads=False)
+
+
+class _NoiseTrigger:
+    """Calls ``MicrobatchGradVariance.observe`` once per microbatch backward inside torch's
+    schedule: after every parameter of the stage has accumulated its gradient (a
+    post-accumulate-grad hook counts them)."""
+
+    def __init__(self, params: list[torch.Tensor]) -> None:
+        self.params, self.count, self.target = params, 0, None
+        self.handles = [p.register_post_accumulate_grad_hook(self._hook) for p in params]
+
+    def _hook(self, _p: torch.Tensor) -> None:
+        if self.target is None:
+            return
+        self.count += 1
+        if self.count == len(self.params):
+            self.count = 0
+            self.target.observe()
+
+
+def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
+    """The body of one GPipe / 1F1B stage process (see the module docstring)."""
+    sr = StageRun(ctx, cfg, start, tau=0)
+    setup, probe, M, N, P = sr.setup, sr.probe, sr.M, sr.N, sr.P
+    store, opt = ctx.store, setup.opt
+    mb_losses: list[torch.Tensor] = []
+
+    def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        loss = setup.loss(out, target)
+        mb_losses.append(loss.detach())
+        if len(mb_losses) == M and not math.isfinite(batch_loss(mb_losses)):
+            store.set(DIVERGED_KEY, str(step))   # before the last backward: see pipeline_2bw
+        return loss / M
+
+    schedule = _build_schedule(sr, loss_fn)
+    trigger = _NoiseTrigger(list(opt.params))
+    status, done, message = "completed", N, ""
+    for step in range(start, N):
+        ctx.heartbeat()
+        sr.side_passes(step)                              # validation at W(t) (tau = 0: no aux)
+        active = probe.active(step)
+        noise = stats.MicrobatchGradVariance(opt.params, M) if active and M > 1 else None
+        trigger.target, trigger.count = noise, 0
+        batch = sr.data("train", step)
+        whole = torch.cat(batch) if batch is not None else None
+        mb_losses.clear()
+        try:
+            if setup.is_first:
+                schedule.step(whole)
+            elif setup.is_last:
+                schedule.step(target=whole)
+            else:
+                schedule.step()
+        except RuntimeError as exc:
+            if not _is_transport_error(exc):
+                raise
+            kind = TIMEOUT if _is_timeout(exc) else LOST
+            raise StageFailure(sr.s, None, kind, f"a neighbour inside torch's schedule at step {step}",
+                               str(exc).splitlines()[0][:300]) from exc
+        trigger.target = None
+        sr.step_clock.append(time.perf_counter())
+        ctx.heartbeat()
+        loss = batch_loss(mb_losses) if setup.is_last else None
+        if store.check([DIVERGED_KEY]):
+            sr.report(step, {}, loss, diverged=True)
+            message = f"non-finite training loss at step {step}; run stopped"
+            if sr.s == 0:
+                sr.collector.write_through(step, sr.lr_of)
+                message = (f"non-finite training loss {sr.collector.last_row['loss']} at step "
+                           f"{step}; run stopped")
+            status, done = "diverged", step
+            break
+        other = big = f_y = None
+        if active:   # tau = 0: the pair's other point is W(t-1), on the same batch
+            y_pt = probe.other_point(step)
+            if y_pt is not None:
+                leaves = detached_leaves(dict(zip(setup.names, y_pt)))
+                other, losses = sr.exec.gradient_pass(leaves, M, batch)
+                f_y = batch_loss(losses) if losses else None
+            if probe.momentum_due(step):
+                big, _ = sr.exec.gradient_pass(detached_leaves(setup.master()),
+                                               M * cfg.run.large_batch_factor,
+                                               sr.data("large", step))
+        sr.aux[step] = {"big": big} if big is not None else {}
+        part, _ = sr.optimizer_step(step, [p.detach() for p in opt.params], noise, other)
+        due = sr.ckpt_due(step)
+        if due:
+            sr.checkpoint(step, setup.master())
+        have_pair = active and other is not None
+        sr.report(step, part, loss, f_x=loss if have_pair else None,
+                  f_y=f_y if have_pair else None)
+        if sr.s == 0:
+            sr.collector.write_through(step if due else step - 1, sr.lr_of)
+            if due:
+                mark_complete(sr.paths, step + 1, P, ctx.timeout_s)
+        ctx.maybe_inject_fault(step)
+    else:
+        sr.side_passes(N)                                 # final validation at W(N)
+    sr.finish(status, done, message)
+    if status == "completed":
+        sr.link.drain()
+        sr.side.drain()
+    else:
+        sr.link.drain_messages()

@@ -1,0 +1,219 @@
+"""Resumable sweep runner: one run directory per grid point under ``out``, plus ``index.json``.
+
+``run_sweep(points, out)`` trains every :class:`~llm_validation.sweep.grid.SweepPoint` whose run
+directory is not finished yet:
+
+- finished (``summary.json`` complete for the config's steps, :func:`run_table.is_complete`):
+  skipped, after checking that the directory holds the same config (else ``ValueError``: two
+  grids must not share a name with different settings);
+- started but unfinished with a checkpoint: resumed (``RunConfig.resume``; bitwise on CPU);
+- started without a checkpoint: its files are removed and the run starts over;
+- absent: started.
+
+Emulated runs go to a pool of ``jobs`` worker processes (spawned; each sets torch to
+``threads`` intra-op threads); real-pipeline runs (their own ``stages`` processes) run one at a
+time afterwards. A run that raises is recorded as ``error`` and the sweep goes on.
+``index.json`` (name, status, final validation loss, wall time, the swept values) is rewritten
+atomically after every run, so nothing is lost on a crash; a progress bar goes to stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from llm_validation.config import TrainConfig
+from llm_validation.rundir import RunPaths, read_json, write_json
+from llm_validation.sweep.grid import SweepPoint
+from llm_validation.validation.runs import is_complete
+
+__all__ = ["run_sweep", "SweepOutcome", "INDEX_FILE", "Progress", "plan"]
+
+INDEX_FILE = "index.json"
+_RUN_FILES = {"config.json", "metrics.jsonl", "summary.json", "checkpoints", "logs"}
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepOutcome:
+    """What happened to one point."""
+
+    name: str
+    status: str            # completed | diverged | skipped | error
+    final_val_loss: float | None
+    wall_time_s: float
+    message: str = ""
+
+
+class Progress:
+    """A one-line progress bar on a stream (stderr): done/total, elapsed, ETA, last run."""
+
+    WIDTH = 24
+
+    def __init__(self, total: int, stream: Any = None, enabled: bool = True,
+                 label: str = "sweep") -> None:
+        self.total, self.done, self.label = total, 0, label
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+        self.t0 = time.perf_counter()
+
+    def update(self, outcome: SweepOutcome, counted: bool = True) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        el = time.perf_counter() - self.t0
+        fill = int(self.WIDTH * self.done / max(self.total, 1))
+        eta = el / self.done * (self.total - self.done) if counted and self.done else 0.0
+        val = f" val {outcome.final_val_loss:.4f}" if outcome.final_val_loss is not None else ""
+        print(f"[{self.label}] [{'#' * fill}{'.' * (self.WIDTH - fill)}] "
+              f"{self.done}/{self.total} {outcome.name}: {outcome.status}{val} "
+              f"({outcome.wall_time_s:.0f}s) | elapsed {el:.0f}s eta {eta:.0f}s",
+              file=self.stream, flush=True)
+
+
+def _same_config(run_dir: Path, cfg: TrainConfig) -> bool:
+    saved = read_json(RunPaths(run_dir).config)
+    a = {k: v for k, v in saved.items() if k != "meta"}
+    b = cfg.to_dict()
+    for d in (a, b):
+        d.get("run", {}).pop("out_dir", None)
+        d.get("run", {}).pop("resume", None)
+    return json.loads(json.dumps(a)) == json.loads(json.dumps(b))
+
+
+def plan(points: Sequence[SweepPoint], out: str | Path) -> list[tuple[SweepPoint, str]]:
+    """(point with out_dir set, action) with action ``skip``, ``resume`` or ``start``."""
+    out = Path(out)
+    actions = []
+    for p in points:
+        run_dir = out / p.name
+        cfg = p.cfg.replace(run=dataclasses.replace(p.cfg.run, out_dir=str(run_dir),
+                                                    resume=False))
+        action = "start"
+        if (run_dir / "config.json").is_file() and not _same_config(run_dir, cfg):
+            raise ValueError(f"{run_dir} holds a run with a different config than grid point "
+                             f"{p.name}; use another --out (or remove that directory)")
+        if is_complete(run_dir):
+            action = "skip"
+        elif (ck := RunPaths(run_dir).checkpoints).is_dir() and any(ck.iterdir()):
+            action = "resume"
+            cfg = cfg.replace(run=dataclasses.replace(cfg.run, resume=True))
+        actions.append((SweepPoint(p.name, cfg), action))
+    return actions
+
+
+def _clear(run_dir: Path) -> None:
+    """Remove a started-but-unresumable run (only the files a run writes)."""
+    if not run_dir.is_dir():
+        return
+    extra = {c.name for c in run_dir.iterdir()} - _RUN_FILES
+    if extra:
+        raise ValueError(f"{run_dir} holds files a run does not write ({sorted(extra)}); "
+                         "not removing it")
+    shutil.rmtree(run_dir)
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+    torch.set_num_threads(threads)
+
+
+def _train_one(cfg_dict: dict[str, Any]) -> dict[str, Any]:
+    """Worker body: train one config (a dict, so it pickles across spawn)."""
+    from llm_validation.training.loop import train
+    cfg = TrainConfig.from_dict(cfg_dict)
+    t0 = time.perf_counter()
+    try:
+        r = train(cfg, progress=False)
+    except Exception as exc:  # noqa: BLE001 - recorded in the index, the sweep goes on
+        return {"status": "error", "final_val_loss": None,
+                "wall_time_s": time.perf_counter() - t0,
+                "message": f"{type(exc).__name__}: {exc}"}
+    return {"status": r.status, "final_val_loss": r.final_val_loss,
+            "wall_time_s": r.wall_time_s, "message": r.message}
+
+
+def _index_row(p: SweepPoint, o: SweepOutcome) -> dict[str, Any]:
+    c = p.cfg
+    return {"name": p.name, "status": o.status, "final_val_loss": o.final_val_loss,
+            "wall_time_s": round(o.wall_time_s, 3), "message": o.message,
+            "optimizer": c.optim.name, "lr": c.optim.lr,
+            "momentum": c.optim.beta1 if c.optim.name == "adamw" else c.optim.momentum,
+            "batch_size": c.run.batch_size, "tau": c.delay.tau, "lam": c.delay.ef_lambda,
+            "seed": c.run.seed, "steps": c.run.steps, "pipeline": c.run.pipeline}
+
+
+def _summary_outcome(name: str, run_dir: Path, status: str) -> SweepOutcome:
+    s = read_json(RunPaths(run_dir).summary)
+    return SweepOutcome(name, status, s.get("final_val_loss"), 0.0)
+
+
+def run_sweep(points: Sequence[SweepPoint], out: str | Path, *, jobs: int = 1,
+              threads: int | None = None, progress: bool = True,
+              grid: dict[str, Any] | None = None,
+              on_done: Callable[[SweepOutcome], None] | None = None) -> list[SweepOutcome]:
+    """Train every unfinished point (see the module docstring); returns one outcome per point.
+
+    ``jobs`` worker processes for emulated runs (0: run them in this process), ``threads``
+    torch threads each (default: cpu_count // jobs, at least 1). ``grid`` is stored in
+    index.json for the record.
+    """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
+        raise ValueError(f"jobs={jobs!r} must be an int >= 0 (0: in this process)")
+    threads = threads if threads is not None else max(1, (os.cpu_count() or 1) // max(jobs, 1))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    planned = plan(points, out)
+    bar = Progress(len(planned), enabled=progress)
+    rows: dict[str, dict[str, Any]] = {}
+    outcomes: dict[str, SweepOutcome] = {}
+
+    def record(p: SweepPoint, o: SweepOutcome, counted: bool = True) -> None:
+        outcomes[p.name] = o
+        rows[p.name] = _index_row(p, o)
+        write_json(out / INDEX_FILE, {"grid": grid, "runs": [rows[q.name] for q, _ in planned
+                                                             if q.name in rows]})
+        bar.update(o, counted)
+        if on_done is not None:
+            on_done(o)
+
+    todo: list[SweepPoint] = []
+    for p, action in planned:
+        if action == "skip":
+            record(p, _summary_outcome(p.name, out / p.name, "skipped"), counted=False)
+        else:
+            if action == "start":
+                _clear(out / p.name)
+            todo.append(p)
+    local = [p for p in todo if p.cfg.run.pipeline == "none"]
+    piped = [p for p in todo if p.cfg.run.pipeline != "none"]
+    if local and jobs == 0:          # in this process, in order (tests, debugging)
+        for p in local:
+            r = _train_one(p.cfg.to_dict())
+            record(p, SweepOutcome(p.name, r["status"], r["final_val_loss"], r["wall_time_s"],
+                                   r["message"]))
+    elif local:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(local)), mp_context=ctx,
+                                 initializer=_init_worker, initargs=(threads,)) as pool:
+            futures = {pool.submit(_train_one, p.cfg.to_dict()): p for p in local}
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    p = futures[f]
+                    r = f.result()
+                    record(p, SweepOutcome(p.name, r["status"], r["final_val_loss"],
+                                           r["wall_time_s"], r["message"]))
+    for p in piped:   # the pipeline spawns its own stage processes: one at a time
+        r = _train_one(p.cfg.to_dict())
+        record(p, SweepOutcome(p.name, r["status"], r["final_val_loss"], r["wall_time_s"],
+                               r["message"]))
+    return [outcomes[p.name] for p, _ in planned]

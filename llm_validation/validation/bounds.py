@@ -1,0 +1,132 @@
+"""Bound checks: a theorem's bound at the measured constants next to the measured gap, and the
+real pipeline next to its emulation.
+
+- ``star_convex_delay_term[opt]``: theory ``star_convex_delayed`` evaluated at the run's
+  measured constants (``checks_assumptions.measured_constants``) at tau and at tau = 0; the
+  difference (the delay's contribution to the loss floor, 4 L eta D tau) must be above the
+  measured gap for the bound to be valid. Its looseness (bound / gap) is reported.
+- ``pipeline_matches_emulation``: every run on the real PipeDream-2BW pipeline against the
+  emulated run with the same config and seed; the runtime's contract is bitwise equality of
+  the per-step losses on CPU, checked to :data:`PIPELINE_LOSS_TOL`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from llm_validation.validation.assumptions import measured_constants
+from llm_validation.validation.groups import select
+from llm_validation.validation.inference import t_interval
+from llm_validation.validation.runs import RunRecord, sync_partner
+from llm_validation.validation.verdict import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    Verdict,
+    decide,
+    missing,
+)
+
+__all__ = ["PIPELINE_LOSS_TOL", "star_convex_delay_term", "star_convex_check", "pipeline_check"]
+
+#: The 2BW runtime promises bitwise-equal losses to the emulation on CPU; any difference at
+#: all is a mismatch (0.0), but float32 losses printed and parsed through JSON round-trip
+#: exactly, so no tolerance is needed.
+PIPELINE_LOSS_TOL = 0.0
+
+
+def _L(opt: str) -> str:
+    return {"adamw": "AdamW", "muon": "Muon", "sgd": "SGD"}.get(opt, opt)
+
+
+def star_convex_delay_term(c: dict[str, float], tau: int) -> float:
+    """Bound(tau) - bound(0) of theory ``star_convex_delayed`` at the constants ``c`` (needs
+    ``beta``); the terms that do not depend on tau cancel, whatever values they take."""
+    from theory import THEOREMS
+    thm = THEOREMS["star_convex_delayed"]
+    common = dict(K=1, L=c["L"], eta=c["eta"], alpha=c["alpha"], beta=c["beta"],
+                  sigma=c["sigma"], rho=c["rho"], r0=0.0)
+    return thm.evaluate(tau=tau, **common) - thm.evaluate(tau=0, **common)
+
+
+def star_convex_check(runs: Sequence[RunRecord], opt: str, cond: str,
+                      metric: str = "final") -> Verdict:
+    vid = f"star_convex_delay_term[{opt}]"
+    claim = (f"{_L(opt)}: the star-convex theorem's delay term at the measured constants "
+             "bounds the measured gap")
+    prediction = ("star_convex_delayed: the delay adds 4 L eta D tau to the loss floor "
+                  "(D = eta/beta); valid but expected loose")
+    try:
+        from theory import THEOREMS
+        THEOREMS["star_convex_delayed"]
+    except (ImportError, KeyError) as exc:
+        return missing(vid, "bound", claim, prediction, f"theory unavailable ({exc})")
+    bound, gap, names = {}, {}, []
+    for r in select(runs, condition=cond, mode="delay", tau=1):
+        c = measured_constants(r)
+        partner = sync_partner(r, runs)
+        if c is None or "beta" not in c or partner is None:
+            continue
+        a, b = r.val_metric(metric), partner.val_metric(metric)
+        if a is None or b is None:
+            continue
+        try:
+            bound[r.seed] = star_convex_delay_term(c, r.tau)
+        except ValueError:        # a measured constant outside the theorem's domain
+            continue
+        gap[r.seed] = a - b
+        names.append(r.name)
+    if not bound:
+        return missing(vid, "bound", claim, prediction,
+                       "needs delayed runs with weight decay > 0 and their statistics")
+    gap_iv, bound_iv = t_interval(list(gap.values())), t_interval(list(bound.values()))
+    # valid: the gap's interval lies below the (smallest plausible) bound
+    status, reason = decide(gap_iv, boundary=bound_iv.lo if bound_iv.bounded else
+                            bound_iv.estimate, predicted="below", n_seeds=len(gap))
+    looseness = bound_iv.estimate / gap_iv.estimate if gap_iv.estimate > 0 else math.inf
+    return Verdict(id=vid, kind="bound", claim=claim, prediction=prediction, status=status,
+                   reason=reason, n_seeds=len(gap),
+                   measured={"bound's delay term": bound_iv, "measured gap": gap_iv,
+                             "looseness bound / gap": looseness},
+                   runs=tuple(names))
+
+
+def pipeline_check(runs: Sequence[RunRecord]) -> Verdict:
+    vid = "pipeline_matches_emulation"
+    claim = "the real 2-stage PipeDream-2BW pipeline reproduces the emulated delay"
+    prediction = ("2BW uses W(t-1) for batch t, i.e. W(t+1) = W(t) - u(grad f(W(t-1))): the "
+                  "same trajectory as the emulation (bitwise on CPU)")
+    pairs = []
+    for p in select(runs, pipeline="2bw", completed=True):
+        twins = [r for r in select(runs, condition=p.condition, mode=p.mode, tau=p.tau,
+                                   lam=p.lam) if r.seed == p.seed]
+        if twins:
+            pairs.append((p, twins[0]))
+    if not pairs:
+        return missing(vid, "assumption", claim, prediction,
+                       "needs a run with pipeline='2bw' and its emulated twin (same config "
+                       "and seed)")
+    worst, val_diff = 0.0, []
+    for p, e in pairs:
+        _, lp = p.series("loss")
+        _, le = e.series("loss")
+        m = min(lp.size, le.size)
+        if lp.size != le.size:
+            worst = math.inf
+        if m:
+            worst = max(worst, float(np.max(np.abs(lp[:m] - le[:m]))))
+        val_diff.append(abs(p.final_val - e.final_val))
+    status = PASS if worst <= PIPELINE_LOSS_TOL else FAIL
+    reason = (f"max |loss difference| over {len(pairs)} pair(s) and all steps = {worst:.3g} "
+              f"({'<=' if status == PASS else '>'} {PIPELINE_LOSS_TOL:g}); an exact identity, "
+              "so one seed suffices")
+    if not all(p.steps == e.steps for p, e in pairs):
+        status, reason = INCONCLUSIVE, "pipeline and emulated runs have different lengths"
+    return Verdict(id=vid, kind="assumption", claim=claim, prediction=prediction,
+                   status=status, reason=reason, n_seeds=len(pairs),
+                   measured={"max |loss difference|": worst,
+                             "max |final val loss difference|": max(val_diff)},
+                   runs=tuple(x.name for pair in pairs for x in pair))

@@ -1,0 +1,119 @@
+"""Shared helpers of the pipeline tests: configs, the emulated reference run, run comparison."""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+import torch
+
+from llm_validation.config import (
+    DataConfig,
+    DelayConfig,
+    OptimConfig,
+    RunConfig,
+    TrainConfig,
+)
+from llm_validation.pipeline.stage import (
+    latest_complete,
+    load_stage_checkpoint,
+    stage_param_names,
+)
+from llm_validation.rundir import (
+    RunPaths,
+    latest_checkpoint,
+    load_checkpoint,
+    read_metrics,
+)
+from llm_validation.training.loop import train
+from tests.llm_validation.helpers import MICRO
+
+#: Statistics are sums over parameters reduced across stages: the same float64 terms as the
+#: emulator's, added in another order, so they agree to a few ulps (observed <= 5e-16 relative).
+STATS_RTOL = 1e-12
+#: ... except differences of nearly equal terms (the star-convexity slack), whose rounding is
+#: relative to the terms, not the result (observed up to 5e-13 relative, ~1e-16 absolute).
+STATS_ATOL = 1e-12
+#: Values that must be bitwise equal (the same floating-point operations in the same order).
+BITWISE_KEYS = ("step", "loss", "val_loss", "lr", "tokens")
+
+
+def small_corpus(tmp_dir: Path) -> str:
+    """A 120 kB byte-level text corpus (a stdlib source file): fast to load in every stage."""
+    path = tmp_dir / "corpus.txt"
+    if not path.exists():
+        src = Path(sysconfig.get_paths()["stdlib"]) / "typing.py"
+        path.write_bytes(src.read_bytes()[:120_000])
+    return str(path)
+
+
+def pipe_cfg(out: Path, corpus: str, *, pipeline: str, P: int = 1, M: int = 2, steps: int = 6,
+             lam: float = 0.0, level: str = "update", optim: OptimConfig | None = None,
+             **run) -> TrainConfig:
+    """The test run: MICRO model (3 blocks), seq 16, batch 2M, Muon unless ``optim`` given."""
+    tau = 1 if pipeline in ("2bw", "emulate-2bw") else 0
+    pl = "none" if pipeline.startswith("emulate") else pipeline
+    return TrainConfig(
+        model=MICRO, data=DataConfig(path=corpus, seq_len=16),
+        optim=optim or OptimConfig(name="muon", lr=0.02),
+        delay=DelayConfig(tau=tau, ef_lambda=lam, ef_level=level),
+        run=RunConfig(**{"steps": steps, "batch_size": 2 * M, "microbatches": M,
+                         "pipeline": pl, "stages": P if pl != "none" else 1,
+                         "eval_interval": 3, "eval_batches": 1, "stats_interval": 2,
+                         "momentum_error_interval": 4, "checkpoint_interval": 2,
+                         "out_dir": str(out), **run}))
+
+
+def emulate(cfg: TrainConfig):
+    """The single-process emulated run of ``cfg`` with one thread (as each stage has)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return train(cfg, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def pipeline_weights(cfg: TrainConfig, run_dir: str) -> dict[str, torch.Tensor]:
+    """Final master weights of every stage of a pipeline run, under the full model's names."""
+    P = cfg.run.stages
+    step, d = latest_complete(RunPaths(run_dir), P)
+    assert step == cfg.run.steps
+    out = {}
+    for s in range(P):
+        master = load_stage_checkpoint(d, s, torch.device("cpu"))["master"]
+        names = stage_param_names(cfg, s, P, list(master))
+        out.update({names[n]: w for n, w in master.items()})
+    return out
+
+
+def emulated_weights(run_dir: str) -> dict[str, torch.Tensor]:
+    return load_checkpoint(latest_checkpoint(RunPaths(run_dir)))["model"]
+
+
+def assert_same_run(pipe_dir: str, ref_dir: str, cfg: TrainConfig,
+                    weights: bool = True) -> dict[str, float]:
+    """Metrics rows: bitwise for BITWISE_KEYS, within STATS_RTOL/ATOL for the statistics;
+    final weights bitwise (``weights``). Returns the largest relative difference per statistic."""
+    a, b = read_metrics(pipe_dir), read_metrics(ref_dir)
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    worst: dict[str, float] = {}
+    for ra, rb in zip(a, b):
+        assert set(ra) == set(rb), set(ra) ^ set(rb)
+        for k, x in ra.items():
+            y = rb[k]
+            if x is None or y is None or k in BITWISE_KEYS or isinstance(x, bool):
+                assert x == y, (ra["step"], k, x, y)
+                continue
+            assert abs(x - y) <= STATS_RTOL * max(abs(x), abs(y)) + STATS_ATOL, (ra["step"], k, x, y)
+            worst[k] = max(worst.get(k, 0.0), abs(x - y) / max(abs(y), 1e-300))
+    if not weights:
+        return worst
+    wa, wb = pipeline_weights(cfg, pipe_dir), emulated_weights(ref_dir)
+    assert set(wa) == set(wb)
+    for n in wb:
+        assert torch.equal(wa[n], wb[n]), (n, (wa[n] - wb[n]).abs().max())
+    return worst
+
+
+# ------------------------------------------------------------------------- unit tests

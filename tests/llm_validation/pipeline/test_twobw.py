@@ -1,0 +1,98 @@
+"""The real PipeDream-2BW pipeline (one process per stage, gloo) equals the single-process
+emulated run ``DelayedOptimizer(tau=1)``: per-step losses, validation losses and final weights
+bitwise (float32 on CPU: the same operations in the same order), statistics to a few ulps."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_validation.config import OptimConfig
+from llm_validation.pipeline.twobw import launch
+from llm_validation.rundir import read_metrics
+from llm_validation.training.loop import train
+from tests.llm_validation.pipeline.support import (
+    assert_same_run,
+    emulate,
+    pipe_cfg,
+    small_corpus,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
+    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
+
+
+@pytest.mark.parametrize("P,M", [(2, 2), (2, 4), (3, 3), (3, 6)])
+def test_2bw_equals_emulated_tau1(tmp_path, P, M):
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=P, M=M)
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=M))
+    got = train(cfg)
+    assert got.status == "completed" and got.steps == cfg.run.steps
+    assert got.final_loss == ref.final_loss and got.final_val_loss == ref.final_val_loss
+    assert got.tokens == ref.tokens and got.n_params == ref.n_params
+    worst = assert_same_run(got.run_dir, ref.run_dir, cfg)
+    assert "smoothness_est" in worst and "momentum_error" in worst   # the side passes ran
+
+
+def test_bfloat16_autocast_is_bitwise_too(tmp_path):
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, dtype="bfloat16")
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=2,
+                           dtype="bfloat16"))
+    assert_same_run(launch(cfg).run_dir, ref.run_dir, cfg)
+
+
+def test_grouped_sends_nccl_code_path_on_gloo(tmp_path, monkeypatch):
+    """NCCL needs each receive grouped with the sends before it (batch_isend_irecv, as torch's
+    schedules do); that code path, forced on gloo, gives the same run."""
+    monkeypatch.setenv("DELAYBOUND_PIPE_GROUPED", "1")
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=3, M=3)
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=3))
+    assert_same_run(launch(cfg).run_dir, ref.run_dir, cfg)
+
+
+@pytest.mark.parametrize("lam,level", [(1.0, "update"), (0.5, "grad")])
+def test_error_feedback_in_the_pipeline_equals_the_emulator(tmp_path, lam, level):
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, lam=lam, level=level)
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=2, lam=lam,
+                           level=level))
+    got = launch(cfg)
+    worst = assert_same_run(got.run_dir, ref.run_dir, cfg)
+    if level == "update":
+        assert "ef_drift" in worst
+    no_ef = emulate(pipe_cfg(tmp_path / "plain", corpus, pipeline="emulate-2bw", M=2))
+    assert no_ef.final_loss != got.final_loss        # EF changed the trajectory
+
+
+def test_divergence_stops_like_the_emulator(tmp_path):
+    corpus = small_corpus(tmp_path)
+    sgd = OptimConfig(name="sgd", lr=1e30, momentum=0.0, nesterov=False, weight_decay=0.0,
+                      schedule="constant")
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, optim=sgd, steps=8)
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=2, optim=sgd,
+                           steps=8))
+    got = launch(cfg)
+    assert ref.status == got.status == "diverged"
+    assert got.steps == ref.steps < 8 and got.message == ref.message
+    assert read_metrics(got.run_dir)[-1]["diverged"] is True
+    assert_same_run(got.run_dir, ref.run_dir, cfg, weights=False)
+
+
+def test_microbatches_below_stages_are_rejected_before_any_process_starts(tmp_path):
+    cfg = pipe_cfg(tmp_path / "x", small_corpus(tmp_path), pipeline="2bw", P=3, M=2)
+    with pytest.raises(ValueError, match="microbatches must be an integer >= stages"):
+        launch(cfg)
+    assert not (tmp_path / "x").exists()
+
+
+def test_existing_run_directory_is_refused(tmp_path):
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, steps=2)
+    launch(cfg)
+    with pytest.raises(ValueError, match="already holds a run"):
+        launch(cfg)

@@ -1,0 +1,140 @@
+"""Optimizer builders (Muon/AdamW split, stage subsets, per-stage groups), the lr schedule's
+closed forms, and the normalized momentum."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from llm_validation.config import OptimConfig
+from llm_validation.training.model import Transformer, param_kind
+from llm_validation.training.optim import (
+    ChainedOptimizer,
+    build_optimizer,
+    group_geometry,
+    lr_at,
+    lr_factor,
+    normalized_momentum,
+    set_lr,
+)
+from numerics.norms import L2, LINF, SPECTRAL
+from tests.llm_validation.helpers import MICRO, loss_fn, make_batches, params_equal
+
+#: float64-vs-float32 agreement for the normalized momentum of a constant gradient (the EMA
+#: weights sum to 1 up to float32 rounding of the buffers).
+MOMENTUM_RTOL = 1e-5
+
+
+def test_muon_takes_hidden_matrices_and_adamw_the_rest():
+    model = Transformer(MICRO)
+    opt = build_optimizer(model, OptimConfig(name="muon", lr=0.02, aux_lr=3e-3))
+    assert isinstance(opt, ChainedOptimizer)
+    muon, adamw = opt.optimizers
+    assert isinstance(muon, torch.optim.Muon) and isinstance(adamw, torch.optim.AdamW)
+    names = {id(p): n for n, p in model.named_parameters()}
+    in_muon = {names[id(p)] for g in muon.param_groups for p in g["params"]}
+    in_adam = {names[id(p)] for g in adamw.param_groups for p in g["params"]}
+    assert in_muon == {n for n, p in model.named_parameters() if param_kind(n, p) == "matrix"}
+    assert in_adam == set(names.values()) - in_muon
+    assert "embed.weight" in in_adam and "head.weight" in in_adam
+    for g in adamw.param_groups:
+        assert g["lr"] == 3e-3
+        assert (g["weight_decay"] == 0.0) == all(p.ndim == 1 for p in g["params"])
+    assert {group_geometry(g) for g in muon.param_groups} == {SPECTRAL}
+    assert {group_geometry(g) for g in adamw.param_groups} == {LINF}
+
+
+def test_sgd_and_adamw_groups():
+    model = Transformer(MICRO)
+    sgd = build_optimizer(model, OptimConfig(name="sgd", lr=0.1, momentum=0.9))
+    assert isinstance(sgd, torch.optim.SGD) and {group_geometry(g) for g in sgd.param_groups} \
+        == {L2}
+    adamw = build_optimizer(model, OptimConfig(name="adamw", weight_decay=0.1))
+    decay = {g["weight_decay"] for g in adamw.param_groups}
+    assert decay == {0.0, 0.1}
+
+
+def test_builds_on_a_stage_and_with_per_stage_groups():
+    model = Transformer(MICRO)
+    stages = model.split(3)
+    opt = build_optimizer(stages[1], OptimConfig(name="muon"))
+    owned = {id(p) for g in opt.param_groups for p in g["params"]}
+    assert owned == {id(p) for p in stages[1].parameters()}
+    pairs = build_optimizer(list(stages[2].named_parameters()), OptimConfig(name="adamw"))
+    assert sum(len(g["params"]) for g in pairs.param_groups) == len(list(stages[2].parameters()))
+    param_stage = {id(p): s for s, st in enumerate(stages) for p in st.parameters()}
+    full = build_optimizer(model, OptimConfig(name="muon"), param_stage=param_stage)
+    for g in full.param_groups:
+        assert {param_stage[id(p)] for p in g["params"]} == {g["stage"]}
+    with pytest.raises(ValueError, match="no stage"):
+        build_optimizer(model, OptimConfig(), param_stage={})
+    with pytest.raises(TypeError):
+        build_optimizer([1, 2], OptimConfig())
+
+
+def test_chained_state_dict_round_trip_is_bitwise():
+    batches = make_batches(8)
+
+    def run(model, opt, bs):
+        for b in bs:
+            loss_fn(model, b).backward()
+            opt.step()
+            opt.zero_grad()
+
+    cfg = OptimConfig(name="muon", lr=0.02)
+    m1 = Transformer(MICRO)
+    run(m1, build_optimizer(m1, cfg), batches)
+    m2 = Transformer(MICRO)
+    o2 = build_optimizer(m2, cfg)
+    run(m2, o2, batches[:4])
+    m3 = Transformer(MICRO, seed=9)
+    o3 = build_optimizer(m3, cfg)
+    m3.load_state_dict(m2.state_dict())
+    o3.load_state_dict(o2.state_dict())
+    run(m3, o3, batches[4:])
+    assert params_equal(m1, m3)
+
+
+def test_schedule_closed_forms():
+    cos = OptimConfig(lr=1.0, schedule="cosine", warmup_steps=10, min_lr_ratio=0.1)
+    assert lr_factor(0, cos, 110) == pytest.approx(0.1)
+    assert lr_factor(9, cos, 110) == pytest.approx(1.0)
+    assert lr_factor(10, cos, 110) == pytest.approx(1.0)
+    assert lr_factor(60, cos, 110) == pytest.approx(0.1 + 0.9 * 0.5)          # half way
+    assert lr_factor(35, cos, 110) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 4)))
+    assert lr_factor(110, cos, 110) == pytest.approx(0.1)
+    assert lr_factor(500, cos, 110) == pytest.approx(0.1)                     # flat after the end
+    lin = OptimConfig(lr=2.0, schedule="linear", min_lr_ratio=0.0, decay_steps=100)
+    assert lr_at(25, lin) == pytest.approx(1.5)
+    const = OptimConfig(lr=3.0, schedule="constant", warmup_steps=4)
+    assert [lr_at(s, const) for s in (0, 1, 3, 99)] == pytest.approx([0.75, 1.5, 3.0, 3.0])
+    with pytest.raises(ValueError, match="total_steps"):
+        lr_factor(5, OptimConfig(schedule="cosine"))
+    with pytest.raises(ValueError):
+        lr_factor(-1, const)
+
+
+def test_set_lr_scales_each_groups_base_lr():
+    opt = build_optimizer(Transformer(MICRO), OptimConfig(name="muon", lr=0.02, aux_lr=1e-3))
+    set_lr(opt, 0.5)
+    assert {g["lr"] for g in opt.param_groups} == {0.01, 5e-4}
+
+
+@pytest.mark.parametrize("name", ["adamw", "muon", "sgd"])
+def test_normalized_momentum_of_a_constant_gradient_is_that_gradient(name):
+    """The momentum is a weighted average of past gradients with weights summing to one."""
+    w = torch.nn.Parameter(torch.zeros(4, 3))
+    g = torch.arange(12, dtype=torch.float32).reshape(4, 3) - 5.0
+    if name == "muon":
+        opt = torch.optim.Muon([{"params": [w], "kind": "muon"}], lr=1e-3, momentum=0.9)
+    elif name == "sgd":
+        opt = torch.optim.SGD([w], lr=1e-3, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW([w], lr=1e-3, betas=(0.9, 0.99))
+    for n in range(1, 6):
+        w.grad = g.clone()
+        opt.step()
+        m = normalized_momentum(opt, n)[id(w)]
+        assert torch.allclose(m, g, rtol=MOMENTUM_RTOL), (name, n)

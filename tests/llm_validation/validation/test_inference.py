@@ -1,0 +1,165 @@
+"""Statistics behind the verdicts, on synthetic data with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llm_validation.validation.inference import (
+    Interval,
+    bootstrap_interval,
+    fit_linear,
+    fit_pl_tau_shape,
+    fit_power_law,
+    pl_shape,
+    t_interval,
+    welch_interval,
+)
+
+#: Monte Carlo repetitions of a coverage check: the empirical coverage of a 95% interval then
+#: has a standard error of sqrt(0.95*0.05/400) = 1.1 percentage points.
+REPS = 400
+#: Accepted coverage band for a nominal 95% interval: +-4 standard errors of the Monte Carlo
+#: estimate, plus 2 points for the bootstrap's known small-sample undercoverage (percentile).
+COVERAGE_BAND = (0.90, 0.99)
+BOOT_COVERAGE_BAND = (0.85, 0.99)
+
+
+def test_t_interval_matches_textbook_numbers():
+    # x = 1..5: mean 3, s = sqrt(2.5), t_{4,0.975} = 2.776445 -> half-width 1.963243
+    iv = t_interval([1, 2, 3, 4, 5])
+    assert iv.estimate == 3.0 and iv.n == 5 and iv.method == "t"
+    assert iv.hi - 3.0 == pytest.approx(2.776445 * math.sqrt(2.5) / math.sqrt(5), rel=1e-6)
+
+
+def test_t_interval_coverage_of_known_mean():
+    rng = np.random.default_rng(0)
+    hits = sum(t_interval(rng.normal(1.5, 0.3, size=3)).contains(1.5) for _ in range(REPS))
+    assert COVERAGE_BAND[0] <= hits / REPS <= COVERAGE_BAND[1]
+
+
+def test_one_sample_gives_unbounded_interval():
+    iv = t_interval([0.7])
+    assert iv.estimate == 0.7 and not iv.bounded and iv.method == "none"
+    assert not iv.above(0.0) and not iv.below(10.0)   # overlaps every boundary
+
+
+def test_welch_coverage_and_sign():
+    rng = np.random.default_rng(1)
+    hits = 0
+    for _ in range(REPS):
+        a, b = rng.normal(0.3, 0.05, size=3), rng.normal(0.1, 0.02, size=4)
+        hits += welch_interval(a, b).contains(0.2)
+    assert COVERAGE_BAND[0] <= hits / REPS <= COVERAGE_BAND[1]
+    assert welch_interval([0.30, 0.31, 0.29], [0.10, 0.11, 0.09]).above(0.0)
+
+
+def test_bootstrap_is_deterministic_and_covers():
+    x = [0.2, 0.25, 0.18, 0.22, 0.3]
+    a, b = bootstrap_interval(x, seed=7), bootstrap_interval(x, seed=7)
+    assert a == b and a.method == "bootstrap" and a.lo < 0.23 < a.hi
+    y = np.random.default_rng(9).normal(size=20)     # continuous: quantiles move with the seed
+    assert bootstrap_interval(y, seed=8) != bootstrap_interval(y, seed=7)
+    rng = np.random.default_rng(2)
+    hits = sum(bootstrap_interval(rng.normal(2.0, 1.0, size=10), seed=i, n_boot=500)
+               .contains(2.0) for i in range(200))
+    assert BOOT_COVERAGE_BAND[0] <= hits / 200 <= BOOT_COVERAGE_BAND[1]
+
+
+def test_bootstrap_keeps_pairs_together():
+    # share = 1 - mean(b)/mean(a) with b = a/2 exactly: every resample gives 0.5
+    a = np.array([1.0, 2.0, 3.0, 4.0])
+    rows = np.stack([a, a / 2], axis=1)
+    iv = bootstrap_interval(rows, lambda r: 1 - r[:, 1].mean() / r[:, 0].mean(), seed=0,
+                            n_boot=500)
+    assert iv.estimate == pytest.approx(0.5) and iv.lo == pytest.approx(0.5)
+    assert iv.hi == pytest.approx(0.5)
+
+
+def test_power_law_recovers_exponent_two():
+    rng = np.random.default_rng(3)
+    lr = np.repeat([1e-3, 2e-3, 4e-3, 8e-3], 3)
+    gap = 2e3 * lr ** 2 + rng.normal(0.0, 2e-3, lr.size)   # additive noise, 1.5% of the max
+    fit = fit_power_law(lr, gap)
+    assert fit.exponent.lo < 2.0 < fit.exponent.hi
+    assert fit.exponent.hi - fit.exponent.lo < 0.5       # tells 2 apart from 1.5 and 2.5
+    # one point has 6% noise at x = 4e-3; the fit pools 12 points: 15% is > 3 standard errors
+    assert fit.predict([4e-3])[0] == pytest.approx(2e3 * 4e-3 ** 2, rel=0.15)
+
+
+def test_power_law_coverage_with_additive_noise_and_negative_values():
+    rng = np.random.default_rng(4)
+    x = np.repeat([1.0, 2.0, 3.0, 4.0], 3)
+    hits, negatives = 0, 0
+    for _ in range(REPS):
+        y = 0.01 * x ** 2 + rng.normal(0, 0.01, x.size)   # small-x points often negative
+        negatives += int((y <= 0).any())
+        hits += fit_power_law(x, y).exponent.contains(2.0)
+    assert negatives > 0
+    assert COVERAGE_BAND[0] <= hits / REPS <= COVERAGE_BAND[1]
+
+
+def test_power_law_too_few_points_is_unbounded():
+    assert not fit_power_law([1.0, 2.0], [1.0, 4.0]).exponent.bounded
+    assert not fit_power_law([2.0, 2.0, 2.0], [1.0, 1.1, 0.9]).exponent.bounded
+
+
+def test_linear_fit_textbook():
+    X = np.stack([np.ones(5), np.arange(5.0)], axis=1)
+    fit = fit_linear(X, 1.0 + 2.0 * np.arange(5.0))
+    assert fit.coef[0].estimate == pytest.approx(1.0) and fit.coef[1].estimate == pytest.approx(2.0)
+    assert fit.coef[1].hi - fit.coef[1].lo == pytest.approx(0.0, abs=1e-9)
+
+
+def test_pl_shape_fit_recovers_scale_and_c():
+    rng = np.random.default_rng(5)
+    alpha, c_true, a_true = 0.5, 0.5, 0.01
+    tau = np.repeat([1.0, 2.0, 4.0, 8.0], 3)
+    gap = a_true * pl_shape(tau, alpha, c_true) * (1 + 0.02 * rng.standard_normal(tau.size))
+    fit = fit_pl_tau_shape(tau, gap, alpha)
+    assert fit.scale_fixed_c.contains(a_true) and fit.scale_fixed_c.above(0.0)
+    assert fit.c.bounded and fit.c.contains(c_true)
+    assert np.allclose(fit.predict([0.0, 1.0]), [0.0, fit.scale_fixed_c.estimate * 3.5])
+
+
+def test_pl_shape_c_unbounded_when_curvature_is_invisible():
+    # pure noise: A is not significant, so Fieller's set for c is unbounded
+    rng = np.random.default_rng(6)
+    tau = np.repeat([1.0, 2.0], 3)
+    fit = fit_pl_tau_shape(tau, rng.normal(0, 1e-3, tau.size), alpha=0.1)
+    assert not fit.c.bounded
+
+
+@given(st.lists(st.floats(min_value=-1e3, max_value=1e3, allow_nan=False), min_size=2,
+                max_size=12),
+       st.floats(min_value=0.5, max_value=0.99))
+def test_t_interval_contains_mean_and_widens_with_level(xs, level):
+    iv = t_interval(xs, level)
+    assert iv.lo <= iv.estimate <= iv.hi
+    wider = t_interval(xs, min(0.999, level + 0.009))
+    assert wider.lo <= iv.lo + 1e-9 and wider.hi >= iv.hi - 1e-9
+
+
+def test_interval_validation_and_roundtrip():
+    with pytest.raises(ValueError, match="level"):
+        t_interval([1, 2], level=1.5)
+    with pytest.raises(ValueError, match="finite"):
+        t_interval([1, float("nan")])
+    iv = t_interval([1.0, 2.0, 4.0])
+    assert Interval.from_dict(iv.to_dict()) == iv
+    unb = Interval.unbounded(1.0, n=1)
+    assert Interval.from_dict({**unb.to_dict(), "lo": None, "hi": None}) == unb
+
+
+@pytest.mark.parametrize("tau, alpha", [(1, 0.1), (2, 0.05), (4, 1.0), (3, 0.3)])
+def test_pl_shape_is_theorys_gap_law(tau, alpha):
+    """The fitted shape is theory's leading PL gap term 2 L^2 eta^2 tau (...) / mu at
+    L = eta = 1, mu = 2 (the law lives in theory.THEOREMS['pl_delay_gap']; this pins it)."""
+    from theory import THEOREMS
+    law = THEOREMS["pl_delay_gap"].evaluate_extra("gap_leading", L=1.0, eta=1.0, mu=2.0,
+                                                   tau=tau, alpha=alpha)
+    assert pl_shape([tau], alpha)[0] == pytest.approx(law, rel=1e-12)
