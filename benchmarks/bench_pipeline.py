@@ -2,7 +2,7 @@
 
 For each stage count P (2, and 4 when the machine has at least 4 cores) and microbatch count M,
 the same run (model preset, data, AdamW, stage split) is launched three times through the
-normal entry point (``pipeline_run.launch_pipeline``): ``2bw`` (ours, no flush), ``1f1b``
+normal entry point (``llm_validation.pipeline.launch.launch_pipeline``): ``2bw`` (ours, no flush), ``1f1b``
 (``torch.distributed.pipelining.Schedule1F1B``) and ``gpipe`` (``ScheduleGPipe``), one process
 and one thread per stage (gloo on CPU). Throughput is measured in steady state on stage 0:
 the mean time per step between the start of step ``warmup`` and the start of the last step

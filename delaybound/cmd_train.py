@@ -43,7 +43,7 @@ def _taus(text: str) -> tuple[int, ...]:
 
 
 def register(subparsers: Any) -> None:
-    from llm_validation.config import PRESETS
+    from llm_validation.config import PIPELINE_KINDS, PRESETS
 
     p = subparsers.add_parser(
         "train", help="train a small LLM under exact emulated delay (PipeDream-2BW) with stats",
@@ -83,7 +83,7 @@ def register(subparsers: Any) -> None:
     a("--checkpoint-interval", type=int, help="checkpoint every N steps (0: end only)")
     a("--out", help="run directory (default runs/<preset>-<optimizer>-tau<TAU>-ef<LAM>-s<SEED>)")
     a("--resume", action="store_true", help="continue the run in --out from its checkpoint")
-    a("--pipeline", choices=["none", "2bw", "gpipe", "1f1b"], help="real pipeline runtime")
+    a("--pipeline", choices=["none", *PIPELINE_KINDS], help="real pipeline runtime")
     a("--stages", type=int, help="pipeline stages P")
     a("--device", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
     a("--dtype", choices=["float32", "bfloat16"], help="compute dtype")
@@ -95,7 +95,7 @@ def register(subparsers: Any) -> None:
 def config_from_args(args: argparse.Namespace) -> Any:
     """The TrainConfig the flags describe (saved config as the base with --resume)."""
     from llm_validation.config import TrainConfig, pipedream_taus, preset
-    from llm_validation.training.loop import load_config
+    from llm_validation.rundir import load_config
 
     base = TrainConfig()
     if args.resume and args.out and (Path(args.out) / "config.json").exists():
@@ -131,11 +131,11 @@ def config_from_args(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from delaybound.cli import print_json
     from llm_validation.pipeline.faults import PipelineFailure
-    from llm_validation.training.loop import train
+    from llm_validation.run import run as run_training
 
     cfg = config_from_args(args)
     try:
-        result = train(cfg, progress=not args.quiet)
+        result = run_training(cfg, progress=not args.quiet)
     except PipelineFailure as exc:  # a stage died or hung; the message names it
         print(f"delaybound train: {exc}", file=sys.stderr)
         return 1

@@ -32,6 +32,10 @@ __all__ = [
     "preset",
     "pipedream_taus",
     "BYTE_VOCAB",
+    "PIPELINE_KINDS",
+    "OPTIMIZER_LABELS",
+    "optimizer_label",
+    "SYNC_PIPELINES",
 ]
 
 #: Vocabulary of byte-level corpora.
@@ -330,6 +334,22 @@ class DelayConfig:
 
 
 # ----------------------------------------------------------------------------------------- run
+#: Display name of each ``OptimConfig.name`` (tables, plots, verdict texts).
+OPTIMIZER_LABELS = {"adamw": "AdamW", "muon": "Muon", "sgd": "SGD", "normuon": "NorMuon",
+                    "soap": "SOAP", "lion": "Lion", "adan": "Adan", "nadamw": "NAdamW"}
+
+
+def optimizer_label(name: str) -> str:
+    """The display name of an optimizer (the name itself when it has none)."""
+    return OPTIMIZER_LABELS.get(name, name)
+
+
+#: The real pipeline runtimes (``RunConfig.pipeline``; ``none`` is the emulated run).
+PIPELINE_KINDS = ("2bw", "gpipe", "1f1b")
+#: The synchronous ones (torch.distributed.pipelining schedules, flush every step).
+SYNC_PIPELINES = ("gpipe", "1f1b")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """Length, batch, intervals, output and device of a run."""
@@ -386,7 +406,7 @@ class RunConfig:
             raise TypeError(f"RunConfig.out_dir={self.out_dir!r} must be a non-empty str")
         _choice(self, "device", ("cpu", "cuda", "auto"))
         _choice(self, "dtype", ("float32", "bfloat16"))
-        _choice(self, "pipeline", ("none", "2bw", "gpipe", "1f1b"))
+        _choice(self, "pipeline", ("none", *PIPELINE_KINDS))
         _int(self, "stages", 1)
         _bool(self, "resume")
         if self.pipeline == "none" and self.stages != 1:
@@ -444,7 +464,7 @@ class TrainConfig:
             if run.pipeline == "2bw" and self.delay.tau != 1:
                 raise ValueError(f"pipeline='2bw' has delay tau=1 by construction; got "
                                  f"DelayConfig.tau={self.delay.tau}")
-            if run.pipeline in ("gpipe", "1f1b") and (self.delay.tau != 0 or self.delay.uses_ef):
+            if run.pipeline in SYNC_PIPELINES and (self.delay.tau != 0 or self.delay.uses_ef):
                 raise ValueError(f"pipeline={run.pipeline!r} is synchronous: it needs tau=0 and "
                                  "ef_lambda=0")
 

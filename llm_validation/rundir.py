@@ -27,17 +27,33 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
+import dataclasses
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
+from llm_validation.config import TrainConfig
+
 __all__ = [
+    "RunResult",
+    "RESUMABLE",
+    "load_config",
+    "check_resumable",
+    "start_step",
+    "compose_result",
+    "eval_row",
+    "diverged_row",
+    "diverged_message",
     "KEEP_CHECKPOINTS",
     "RunPaths",
     "MetricsWriter",
+    "TruncatedMetricsWarning",
     "read_metrics",
     "rewrite_metrics_before",
     "save_checkpoint",
     "latest_checkpoint",
+    "checkpoint_step",
     "load_checkpoint",
     "rng_state",
     "set_rng_state",
@@ -86,10 +102,22 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 
 def read_json(path: str | Path) -> Any:
+    """The JSON object in ``path``; a file that is not JSON is a ``ValueError`` naming the file,
+    the line and column, and what the parser expected there."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"file not found: {path}")
-    return json.loads(path.read_text())
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                         f"{exc.msg})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not valid JSON (not UTF-8 text)") from None
+
+
+class TruncatedMetricsWarning(UserWarning):
+    """A metrics.jsonl ends in a truncated line (a run killed mid-write); the line is skipped."""
 
 
 class MetricsWriter:
@@ -131,7 +159,8 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             last = i == len(lines) - 1 and not complete
             if last:
-                warnings.warn(f"{path}: skipping truncated last line {i + 1}", stacklevel=2)
+                warnings.warn(f"{path}: skipping truncated last line {i + 1}",
+                              TruncatedMetricsWarning, stacklevel=2)
                 continue
             raise ValueError(f"{path}: line {i + 1} is not valid JSON: {exc}") from None
     return rows
@@ -143,7 +172,7 @@ def rewrite_metrics_before(path: str | Path, step: int) -> None:
     if not path.exists():
         return
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", TruncatedMetricsWarning)   # the line is dropped here
         rows = [r for r in read_metrics(path) if int(r.get("step", -1)) < step]
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
@@ -190,6 +219,14 @@ def latest_checkpoint(paths: RunPaths) -> Path | None:
     return found[-1][1] if found else None
 
 
+def checkpoint_step(path: str | Path) -> int:
+    """The step of a ``checkpoints/step_<N>.pt`` file (from its name)."""
+    m = _CKPT.match(Path(path).name)
+    if m is None:
+        raise ValueError(f"{path} is not a checkpoint file (checkpoints/step_<N>.pt)")
+    return int(m.group(1))
+
+
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
@@ -218,3 +255,115 @@ def environment() -> dict[str, Any]:
             "numpy": np.__version__, "delaybound": pkg, "platform": platform.platform(),
             "git_commit": _git_commit(),
             "cuda": torch.version.cuda if torch.cuda.is_available() else None}
+
+
+# ------------------------------------------------------------------------------ run outcome
+#: RunConfig fields that may change on resume (none of them changes the trajectory before the
+#: old end; ``steps`` extends it).
+RESUMABLE = ("steps", "resume", "out_dir", "eval_interval", "eval_batches", "stats_interval",
+             "momentum_error_interval", "large_batch_factor", "checkpoint_interval")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """Outcome of a run, emulated or pipelined (also written to summary.json)."""
+
+    run_dir: str
+    status: str                      # "completed" or "diverged"
+    steps: int                       # optimizer steps done
+    tokens: int                      # training tokens consumed
+    final_loss: float | None         # training loss of the last step
+    final_val_loss: float | None     # validation loss at the final weights
+    best_val_loss: float | None
+    wall_time_s: float               # this invocation
+    tokens_per_s: float | None       # this invocation
+    n_params: int
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def load_config(run_dir: str | Path) -> TrainConfig:
+    """The TrainConfig saved in ``run_dir/config.json``."""
+    path = RunPaths(run_dir).config
+    d = read_json(path)
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} does not hold a JSON object (a run's config)")
+    try:
+        return TrainConfig.from_dict({k: v for k, v in d.items() if k != "meta"})
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path} is not a valid run config: {exc}") from None
+
+
+def check_resumable(saved: TrainConfig, cfg: TrainConfig) -> None:
+    """Raise unless ``cfg`` differs from the saved config only in :data:`RESUMABLE` fields."""
+    a, b = saved.to_dict(), cfg.to_dict()
+    for sec in a:
+        for key in a[sec]:
+            if a[sec][key] != b[sec].get(key) and not (sec == "run" and key in RESUMABLE):
+                raise ValueError(f"--resume: {sec}.{key} differs from the saved run "
+                                 f"({a[sec][key]!r} -> {b[sec].get(key)!r}); only run."
+                                 f"{{{', '.join(RESUMABLE)}}} may change")
+
+
+def start_step(cfg: TrainConfig, paths: RunPaths, checkpoint_step: int | None) -> int:
+    """The checks every run makes of its directory; returns the step to start from.
+
+    A new run needs a directory without a run; ``--resume`` needs a checkpoint
+    (``checkpoint_step``, the newest complete one, None if there is none: a typo in a run name
+    must never start a new run) and the saved config up to :data:`RESUMABLE` fields."""
+    run = cfg.run
+    if run.resume:
+        if checkpoint_step is None:
+            raise ValueError(f"--resume: no checkpoint found in {paths.root} (nothing to resume; "
+                             "drop --resume to start a new run)")
+        if paths.config.exists():
+            check_resumable(load_config(paths.root), cfg)
+    elif paths.has_run():
+        raise ValueError(f"run directory {paths.root} already holds a run; pass --resume or "
+                         "choose another --out")
+    start = checkpoint_step or 0
+    if start > run.steps:
+        raise ValueError(f"--steps {run.steps} is below the checkpoint's step {start}")
+    return start
+
+
+def eval_row(step: int, val_loss: float | None) -> dict[str, Any]:
+    """The closing evaluation row of metrics.jsonl (validation loss at the final weights W(N))."""
+    return {"step": step, "val_loss": val_loss, "kind": "eval"}
+
+
+def diverged_row(step: int, loss: float, val_loss: float | None, lr: float) -> dict[str, Any]:
+    """The row of the step whose training loss was non-finite (the run stops there)."""
+    return {"step": step, "loss": loss, "val_loss": val_loss, "lr": lr, "kind": "train",
+            "diverged": True}
+
+
+def diverged_message(loss: float | None, step: int) -> str:
+    """One text for every runtime: what stopped a diverged run."""
+    return f"non-finite training loss {loss} at step {step}; run stopped"
+
+
+def compose_result(cfg: TrainConfig, paths: RunPaths, *, status: str, done: int, start: int,
+                   final_val_loss: float | None, n_params: int, wall: float,
+                   message: str = "") -> RunResult:
+    """The RunResult of a finished invocation from the whole run's metrics (earlier invocations
+    included); written to summary.json."""
+    rows = read_metrics(paths.metrics)
+    train_rows = [r for r in rows if r.get("kind", "train") == "train"]
+    losses = [r["loss"] for r in train_rows if r.get("loss") is not None]
+    vals = [r["val_loss"] for r in rows if r.get("val_loss") is not None]
+    if status == "diverged":
+        final_loss = train_rows[-1].get("loss") if train_rows else None
+        final_loss = float("nan") if final_loss is None else final_loss
+    else:
+        final_loss = losses[-1] if losses else None
+    trained = (done - start) * cfg.tokens_per_step
+    result = RunResult(run_dir=str(paths.root), status=status, steps=done,
+                       tokens=done * cfg.tokens_per_step, final_loss=final_loss,
+                       final_val_loss=final_val_loss, best_val_loss=min(vals) if vals else None,
+                       wall_time_s=wall, tokens_per_s=trained / wall if wall > 0 else None,
+                       n_params=n_params, message=message)
+    write_json(paths.summary, result.to_dict())
+    return result

@@ -3,7 +3,7 @@
 One process per stage; stage ``s`` is rank ``s`` of the default process group (gloo on CPU, NCCL
 on GPUs). Activations go ``s -> s+1``, their gradients ``s+1 -> s``; each direction between two
 ranks carries one kind of message, in microbatch order, so no tags are needed (NCCL has none).
-Small control messages (the partial sums of statistics, sent to the last stage) travel on a
+Small control messages (the partial sums of statistics, sent to stage 0) travel on a
 separate gloo group, so they never interleave with activations even under NCCL.
 
 Every wait has a deadline (``timeout_s``): a peer that died shows up at once as a closed
@@ -22,8 +22,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from llm_validation.pipeline.faults import follow_waits
+
 __all__ = ["StageFailure", "StageLink", "LOST", "TIMEOUT", "MESSAGE_BYTES", "encode_message",
-           "decode_message"]
+           "decode_message", "is_timeout"]
 
 #: failure kinds in :class:`StageFailure` (the launcher ranks them: a lost connection means the
 #: peer process is gone; a timeout means the peer is alive but silent, i.e. hung)
@@ -42,7 +44,7 @@ class StageFailure(RuntimeError):
         super().__init__(f"stage {stage} {verb} {what}: {detail}")
 
 
-def _is_timeout(exc: BaseException) -> bool:
+def is_timeout(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "timed out" in text or "timeout" in text or isinstance(exc, TimeoutError)
 
@@ -117,11 +119,10 @@ class StageLink:
         try:
             p.work.wait(self.timeout)
         except Exception as exc:  # gloo/NCCL raise RuntimeError with the transport's text
-            kind = TIMEOUT if _is_timeout(exc) else LOST
+            kind = TIMEOUT if is_timeout(exc) else LOST
             detail = str(exc).splitlines()[0][:300]
             peer = p.peer
             if kind == TIMEOUT and self.store is not None:   # blame the end of the wait chain
-                from llm_validation.pipeline.faults import follow_waits
 
                 peer, chain = follow_waits(self.store, p.peer, self.stages)
                 if len(chain) > 1:

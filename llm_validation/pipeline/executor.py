@@ -115,7 +115,7 @@ class StageExecutor:
         after each backward; ``on_step(a)`` at each step action, returning False to stop the run
         there; ``after_step(a)`` once the gradients held back are sent. ``defer_grad(t)``: hold
         the input gradient of the last microbatch of batch t until after ``on_step`` (a
-        checkpoint: see pipeline_2bw). Returns False if stopped."""
+        checkpoint: see pipeline.twobw). Returns False if stopped."""
         link = self.link if link is None else link
         s = self.setup
         stash: dict[int, tuple[Tensor, Tensor]] = {}

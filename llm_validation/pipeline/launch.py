@@ -1,12 +1,13 @@
 """Entry point of a pipeline run: checks, resume, one process per stage, the run's result.
 
-``launch_pipeline(cfg)`` (called by ``train.train`` through ``pipeline_2bw.launch`` when
-``cfg.run.pipeline`` is ``2bw``, ``gpipe`` or ``1f1b``):
+``launch_pipeline(cfg)`` (called by :func:`llm_validation.run.run` when ``cfg.run.pipeline`` is
+``2bw``, ``gpipe`` or ``1f1b``):
 
 1. validates the pipeline shape (P >= 2, M >= P) and the run directory (a new run needs an empty
-   one; ``resume`` needs the same config up to ``train.RESUMABLE`` fields) and finds the newest
+   one; ``resume`` needs a checkpoint and the same config up to ``rundir.RESUMABLE`` fields:
+   :func:`llm_validation.rundir.start_step`, the emulated run's own checks) and finds the newest
    complete pipeline checkpoint; metrics rows at or after its step are dropped;
-2. single machine: starts P stage processes (:func:`launch.spawn_stages`; gloo on CPU, NCCL
+2. single machine: starts P stage processes (:func:`processes.spawn_stages`; gloo on CPU, NCCL
    with one GPU per stage) and waits; under ``torchrun`` (RANK/WORLD_SIZE/MASTER_ADDR set) this
    process is one of the P ranks and runs its stage itself;
 3. composes the ``RunResult`` from stage 0's record and ``metrics.jsonl`` exactly as the
@@ -20,7 +21,7 @@ Several machines (one stage per GPU, run directory on a shared filesystem)::
 
 Environment: ``DELAYBOUND_PIPE_TIMEOUT_S`` (p2p deadline, default 30 s),
 ``DELAYBOUND_PIPE_THREADS`` (CPU threads per stage, default cores // P),
-``DELAYBOUND_PIPE_FAULT`` (tests only, see :mod:`launch`).
+``DELAYBOUND_PIPE_FAULT`` (tests only, see :mod:`llm_validation.pipeline.processes`).
 """
 
 from __future__ import annotations
@@ -31,28 +32,19 @@ from typing import Any
 
 import torch
 
-from llm_validation.config import TrainConfig
+from llm_validation.config import PIPELINE_KINDS, TrainConfig
 from llm_validation.pipeline.faults import PipelineFailure, parse_fault
-from llm_validation.pipeline.processes import (
-    DEFAULT_TIMEOUT_S,
-    WorkerContext,
-    run_worker,
-    spawn_stages,
-    torchrun_env,
-)
+from llm_validation.pipeline.processes import (DEFAULT_TIMEOUT_S, WorkerContext, run_worker,
+                                               spawn_stages, torchrun_env)
 from llm_validation.pipeline.schedule import validate_pipeline_shape
 from llm_validation.pipeline.stage import latest_complete
-from llm_validation.rundir import (
-    RunPaths,
-    read_json,
-    read_metrics,
-    rewrite_metrics_before,
-    write_json,
-)
+from llm_validation.pipeline.sync import run_sync_stage
+from llm_validation.pipeline.twobw import run_2bw_stage
+from llm_validation.rundir import (RunPaths, RunResult, compose_result, read_json,
+                                   rewrite_metrics_before, start_step)
+from llm_validation.training.loop import resolve_device
 
-__all__ = ["launch_pipeline", "stage_body", "compose_result", "PIPELINES", "threads_per_stage"]
-
-PIPELINES = ("2bw", "gpipe", "1f1b")
+__all__ = ["launch_pipeline", "stage_body", "threads_per_stage"]
 
 
 def threads_per_stage(stages: int) -> int:
@@ -75,56 +67,29 @@ def stage_body(ctx: WorkerContext, cfg_dict: dict[str, Any], start: int, threads
     cfg = TrainConfig.from_dict(cfg_dict)
     t0 = time.perf_counter()
     if cfg.run.pipeline == "2bw":
-        from llm_validation.pipeline.twobw import run_2bw_stage
         run_2bw_stage(ctx, cfg, start)
     else:
-        from llm_validation.pipeline.sync import run_sync_stage
         run_sync_stage(ctx, cfg, start)
     if torchrun:  # no parent process: rank 0 writes the summary, the others wait for it
         if ctx.rank == 0:
-            compose_result(cfg, start, time.perf_counter() - t0)
+            _result(cfg, start, time.perf_counter() - t0)
         dist.barrier(group=ctx.control_group)
 
 
-def compose_result(cfg: TrainConfig, start: int, wall: float):
-    """The RunResult (as ``train.train`` builds it) from stage 0's record and the metrics."""
-    from llm_validation.training.loop import RunResult
-
+def _result(cfg: TrainConfig, start: int, wall: float) -> RunResult:
+    """The RunResult from stage 0's record (``logs/result.json``) and the metrics."""
     paths = RunPaths(cfg.run.out_dir)
     info = read_json(paths.root / "logs" / "result.json")
-    rows = read_metrics(paths.metrics)
-    losses = [r["loss"] for r in rows if r.get("loss") is not None]
-    vals = [r["val_loss"] for r in rows if r.get("val_loss") is not None]
-    done, status = int(info["steps"]), info["status"]
-    if status == "diverged":
-        final_loss = rows[-1].get("loss") if rows else None
-    else:
-        final_loss = losses[-1] if losses else None
-    trained = (done - start) * cfg.tokens_per_step
-    result = RunResult(run_dir=str(paths.root), status=status, steps=done,
-                       tokens=done * cfg.tokens_per_step, final_loss=final_loss,
-                       final_val_loss=info.get("final_val_loss"),
-                       best_val_loss=min(vals) if vals else None, wall_time_s=wall,
-                       tokens_per_s=trained / wall if wall > 0 else None,
-                       n_params=int(info["n_params"]), message=info.get("message", ""))
-    write_json(paths.summary, result.to_dict())
-    return result
+    return compose_result(cfg, paths, status=info["status"], done=int(info["steps"]), start=start,
+                          final_val_loss=info.get("final_val_loss"),
+                          n_params=int(info["n_params"]), wall=wall,
+                          message=info.get("message", ""))
 
 
 def _prepare(cfg: TrainConfig, paths: RunPaths, write: bool) -> int:
     """Run-directory checks; returns the step to start from (``write``: rank 0's edits)."""
-    from llm_validation.training.loop import _check_resumable, load_config
-
-    run = cfg.run
-    found = latest_complete(paths, run.stages) if run.resume else None
-    if run.resume and paths.config.exists():
-        _check_resumable(load_config(paths.root), cfg)
-    elif not run.resume and paths.has_run():
-        raise ValueError(f"run directory {paths.root} already holds a run; pass --resume or "
-                         "choose another --out")
-    start = found[0] if found is not None else 0
-    if start > run.steps:
-        raise ValueError(f"--steps {run.steps} is below the checkpoint's step {start}")
+    found = latest_complete(paths, cfg.run.stages) if cfg.run.resume else None
+    start = start_step(cfg, paths, found[0] if found is not None else None)
     if write:
         (paths.root / "logs").mkdir(parents=True, exist_ok=True)
         rewrite_metrics_before(paths.metrics, start)
@@ -134,17 +99,15 @@ def _prepare(cfg: TrainConfig, paths: RunPaths, write: bool) -> int:
     return start
 
 
-def launch_pipeline(cfg: TrainConfig, progress: bool = True):
+def launch_pipeline(cfg: TrainConfig, progress: bool = True) -> RunResult:
     """Run ``cfg`` as a real pipeline (see the module docstring); returns the RunResult.
     Raises ``ValueError`` for a bad configuration and ``pipeline_faults.PipelineFailure`` (naming the
     failed stage) when a stage dies or hangs. ``progress``: echo stage 0's progress lines."""
-    from llm_validation.training.loop import RunResult, resolve_device
-
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"launch_pipeline needs a TrainConfig, got {type(cfg).__name__}")
     run = cfg.run
-    if run.pipeline not in PIPELINES:
-        raise ValueError(f"RunConfig.pipeline={run.pipeline!r} is not one of {list(PIPELINES)}")
+    if run.pipeline not in PIPELINE_KINDS:
+        raise ValueError(f"RunConfig.pipeline={run.pipeline!r} is not one of {list(PIPELINE_KINDS)}")
     validate_pipeline_shape(run.stages, run.microbatches)
     device = resolve_device(run.device)
     backend = "nccl" if device.type == "cuda" else "gloo"
@@ -169,7 +132,7 @@ def launch_pipeline(cfg: TrainConfig, progress: bool = True):
             where = (f"last complete checkpoint: step {found[0]} ({found[1]}); continue with "
                      "--resume" if found else "no complete checkpoint yet")
             raise PipelineFailure(f"{exc}; {where}", exc.stage) from None
-        return compose_result(cfg, start, time.perf_counter() - t0)
+        return _result(cfg, start, time.perf_counter() - t0)
     if env["world"] != run.stages:
         raise ValueError(f"torchrun started {env['world']} processes but --stages is {run.stages}")
     start = _prepare(cfg, paths, write=env["rank"] == 0)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from llm_validation.pipeline.comm import StageFailure
 from llm_validation.pipeline.faults import (
     WATCHDOG_SLACK_S,
     FaultSpec,
@@ -126,7 +127,6 @@ def run_worker(
     and re-raised (the process then exits non-zero)."""
     import torch.distributed as dist
 
-    from llm_validation.pipeline.comm import StageFailure
 
     if redirect_logs:
         fd = os.open(logs_dir(run_dir) / f"stage{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -1,7 +1,7 @@
 """Synchronous pipeline baselines on ``torch.distributed.pipelining``: GPipe and 1F1B.
 
 Same stage split, data, optimizer, statistics, run directory and checkpoints as the 2BW
-runtime (:class:`pipeline_2bw.StageRun`); only the gradient of a step comes from torch's own
+runtime (:class:`llm_validation.pipeline.runtime.StageRun`); only the gradient of a step comes from torch's own
 schedules, which flush the pipeline at every optimizer step::
 
     stage = PipelineStage(stage_module, s, P, device, input_args=..., output_args=...)
@@ -13,7 +13,7 @@ schedules, which flush the pipeline at every optimizer step::
         opt.step(); opt.zero_grad()   # every stage, W(t+1) = W(t) - u(grad f(W(t)))
 
 ``loss_fn`` returns ``lm_loss / M`` with ``scale_grads=False``, so each microbatch backward is
-``(loss_m / M).backward()`` exactly as in ``train.forward_backward``: the run equals the
+``(loss_m / M).backward()`` exactly as in ``training.loop.forward_backward``: the run equals the
 single-process synchronous run (tau = 0) bitwise on CPU. The unscaled microbatch losses are
 kept for the logged loss. Torch's schedules wait on their p2p ops with the process group's
 deadline (``timeout_s``); a failure there is reported as a lost/timed-out neighbour.
@@ -27,13 +27,12 @@ import time
 import torch
 from torch import nn
 
-from llm_validation.pipeline.comm import LOST, TIMEOUT, StageFailure, _is_timeout
+from llm_validation.pipeline.comm import LOST, TIMEOUT, StageFailure, is_timeout
 from llm_validation.pipeline.executor import detached_leaves
 from llm_validation.pipeline.processes import WorkerContext
-from llm_validation.pipeline.stage import mark_complete
-from llm_validation.pipeline.stage_stats import batch_loss
-from llm_validation.pipeline.twobw import DIVERGED_KEY, StageRun
+from llm_validation.pipeline.runtime import StageRun
 from llm_validation.training import stats
+from llm_validation.training.model import mean_loss
 
 __all__ = ["run_sync_stage", "SCHEDULES"]
 
@@ -106,15 +105,15 @@ class _NoiseTrigger:
 def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
     """The body of one GPipe / 1F1B stage process (see the module docstring)."""
     sr = StageRun(ctx, cfg, start, tau=0)
-    setup, probe, M, N, P = sr.setup, sr.probe, sr.M, sr.N, sr.P
-    store, opt = ctx.store, setup.opt
+    setup, probe, M, N = sr.setup, sr.probe, sr.M, sr.N
+    opt = setup.opt
     mb_losses: list[torch.Tensor] = []
 
     def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         loss = setup.loss(out, target)
         mb_losses.append(loss.detach())
-        if len(mb_losses) == M and not math.isfinite(batch_loss(mb_losses)):
-            store.set(DIVERGED_KEY, str(step))   # before the last backward: see pipeline_2bw
+        if len(mb_losses) == M and not math.isfinite(mean_loss(mb_losses)):
+            sr.flag_divergence(step)   # before the last backward, as in 2BW
         return loss / M
 
     schedule = _build_schedule(sr, loss_fn)
@@ -139,21 +138,16 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
         except RuntimeError as exc:
             if not _is_transport_error(exc):
                 raise
-            kind = TIMEOUT if _is_timeout(exc) else LOST
+            kind = TIMEOUT if is_timeout(exc) else LOST
             raise StageFailure(sr.s, None, kind, f"a neighbour inside torch's schedule at step {step}",
                                str(exc).splitlines()[0][:300]) from exc
         trigger.target = None
         sr.step_clock.append(time.perf_counter())
         ctx.heartbeat()
-        loss = batch_loss(mb_losses) if setup.is_last else None
-        if store.check([DIVERGED_KEY]):
-            sr.report(step, {}, loss, diverged=True)
-            message = f"non-finite training loss at step {step}; run stopped"
-            if sr.s == 0:
-                sr.collector.write_through(step, sr.lr_of)
-                message = (f"non-finite training loss {sr.collector.last_row['loss']} at step "
-                           f"{step}; run stopped")
-            status, done = "diverged", step
+        loss = mean_loss(mb_losses) if setup.is_last else None
+        stop = sr.divergence(step, loss)
+        if stop is not None:
+            status, done, message = "diverged", step, stop
             break
         other = big = f_y = None
         if active:   # tau = 0: the pair's other point is W(t-1), on the same batch
@@ -161,24 +155,16 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
             if y_pt is not None:
                 leaves = detached_leaves(dict(zip(setup.names, y_pt)))
                 other, losses = sr.exec.gradient_pass(leaves, M, batch)
-                f_y = batch_loss(losses) if losses else None
+                f_y = mean_loss(losses) if losses else None
             if probe.momentum_due(step):
                 big, _ = sr.exec.gradient_pass(detached_leaves(setup.master()),
                                                M * cfg.run.large_batch_factor,
                                                sr.data("large", step))
         sr.aux[step] = {"big": big} if big is not None else {}
         part, _ = sr.optimizer_step(step, [p.detach() for p in opt.params], noise, other)
-        due = sr.ckpt_due(step)
-        if due:
-            sr.checkpoint(step, setup.master())
         have_pair = active and other is not None
-        sr.report(step, part, loss, f_x=loss if have_pair else None,
-                  f_y=f_y if have_pair else None)
-        if sr.s == 0:
-            sr.collector.write_through(step if due else step - 1, sr.lr_of)
-            if due:
-                mark_complete(sr.paths, step + 1, P, ctx.timeout_s)
-        ctx.maybe_inject_fault(step)
+        sr.end_step(step, part, loss, previous=setup.master(), f_x=loss if have_pair else None,
+                    f_y=f_y if have_pair else None)
     else:
         sr.side_passes(N)                                 # final validation at W(N)
     sr.finish(status, done, message)

@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 
 from llm_validation.config import TrainConfig
 from llm_validation.rundir import RunPaths, read_json, write_json
+from llm_validation.run import run
 from llm_validation.sweep.grid import SweepPoint
 from llm_validation.validation.runs import is_complete
 
@@ -127,11 +128,10 @@ def _init_worker(threads: int) -> None:
 
 def _train_one(cfg_dict: dict[str, Any]) -> dict[str, Any]:
     """Worker body: train one config (a dict, so it pickles across spawn)."""
-    from llm_validation.training.loop import train
     cfg = TrainConfig.from_dict(cfg_dict)
     t0 = time.perf_counter()
     try:
-        r = train(cfg, progress=False)
+        r = run(cfg, progress=False)
     except Exception as exc:  # noqa: BLE001 - recorded in the index, the sweep goes on
         return {"status": "error", "final_val_loss": None,
                 "wall_time_s": time.perf_counter() - t0,

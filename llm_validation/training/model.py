@@ -28,6 +28,7 @@ A stage names its blocks ``blocks.<i - first block of the stage>``.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -35,7 +36,7 @@ from torch import Tensor, nn
 
 from llm_validation.config import ModelConfig
 
-__all__ = ["Transformer", "Stage", "Block", "Rotary", "lm_loss", "param_kind", "stage_bounds"]
+__all__ = ["Transformer", "Stage", "Block", "Rotary", "lm_loss", "mean_loss", "param_kind", "stage_bounds"]
 
 
 class Rotary(nn.Module):
@@ -126,6 +127,11 @@ def _logits(norm: nn.RMSNorm, head_weight: Tensor, h: Tensor) -> Tensor:
 def lm_loss(logits: Tensor, targets: Tensor) -> Tensor:
     """Mean next-token cross-entropy: logits[B,T,V], targets[B,T] -> scalar (float32 softmax)."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
+def mean_loss(losses: Sequence[Tensor]) -> float:
+    """The loss of a batch from its microbatch losses: their mean in float64 (every runtime)."""
+    return float(torch.stack([x.detach() for x in losses]).double().mean())
 
 
 def param_kind(name: str, p: Tensor) -> str:

@@ -257,7 +257,7 @@ def finalize(p: Mapping[str, float], *, step: int, loss: float | None = None,
         return p[dot] / math.sqrt(p[a] * p[b])
 
     out: dict[str, Any] = {k: None for k in KEYS}
-    out.update(step=step, loss=loss, val_loss=val_loss, lr=lr)
+    out.update(step=step, kind="train", loss=loss, val_loss=val_loss, lr=lr)
     out["grad_norm"] = sqrt("grad_sq")
     out["grad_dual_norm"] = dual("grad")
     out["update_norm"] = sqrt("update_sq")

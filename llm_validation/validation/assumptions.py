@@ -24,6 +24,9 @@ from typing import Sequence
 
 import numpy as np
 
+from theory import THEOREMS
+
+from llm_validation.config import optimizer_label
 from llm_validation.validation.groups import ef_rows, select, series_stat
 from llm_validation.validation.inference import Interval, t_interval
 from llm_validation.validation.runs import RunRecord
@@ -58,10 +61,6 @@ STAR_VIOLATION_MAX = 0.10
 L_QUANTILE = 0.95
 
 
-def _opt_label(opt: str) -> str:
-    return {"adamw": "AdamW", "muon": "Muon", "sgd": "SGD"}.get(opt, opt)
-
-
 def _delayed(runs: Sequence[RunRecord], cond: str) -> list[RunRecord]:
     return select(runs, condition=cond, mode="delay", tau=1)
 
@@ -78,7 +77,7 @@ def _spread_check(runs: Sequence[RunRecord], opt: str, cond: str, key: str, vid:
     seeds = [s for s in med if med[s] is not None and p95[s] is not None and med[s] > 0]
     if not seeds:
         return missing(vid, "assumption", claim, prediction,
-                       f"no '{key}' statistics in the delayed {_opt_label(opt)} runs")
+                       f"no '{key}' statistics in the delayed {optimizer_label(opt)} runs")
     spread = {s: p95[s] / med[s] for s in seeds}
     iv = _seeds_interval(spread)
     status, reason = decide(iv, boundary=SPREAD_MAX, predicted="below", n_seeds=len(seeds))
@@ -94,7 +93,7 @@ def smoothness_check(runs: Sequence[RunRecord], opt: str, cond: str) -> Verdict:
     """A2: a single smoothness constant in the optimizer's norm describes the path."""
     v = _spread_check(
         runs, opt, cond, "smoothness_est", f"smoothness[{opt}]",
-        f"{_opt_label(opt)}: one smoothness constant L (in the optimizer's norm) describes "
+        f"{optimizer_label(opt)}: one smoothness constant L (in the optimizer's norm) describes "
         "the training path",
         f"A2: ||grad f(x) - grad f(y)||_* <= L ||x - y||; estimates spread p95/median < "
         f"{SPREAD_MAX:g}", "L_est")
@@ -113,7 +112,7 @@ def noise_check(runs: Sequence[RunRecord], opt: str, cond: str) -> Verdict:
     """A1: bounded gradient-noise variance along the path."""
     v = _spread_check(
         runs, opt, cond, "grad_noise_var", f"noise[{opt}]",
-        f"{_opt_label(opt)}: bounded gradient noise (one sigma describes the path)",
+        f"{optimizer_label(opt)}: bounded gradient noise (one sigma describes the path)",
         f"A1: E||g - grad f||_2^2 <= sigma^2; estimates spread p95/median < {SPREAD_MAX:g}",
         "sigma^2")
     if not v.measured:
@@ -129,7 +128,7 @@ def noise_check(runs: Sequence[RunRecord], opt: str, cond: str) -> Verdict:
 def star_convexity_check(runs: Sequence[RunRecord], opt: str, cond: str) -> Verdict:
     """A4 along the path: share of measured steps whose star-convexity slack is negative."""
     vid = f"star_convexity[{opt}]"
-    claim = f"{_opt_label(opt)}: star-convexity holds along the path"
+    claim = f"{optimizer_label(opt)}: star-convexity holds along the path"
     prediction = ("A4 (first-order form at the read point, the later iterate as proxy "
                   f"minimizer): slack >= 0 at every step; accepted if < "
                   f"{STAR_VIOLATION_MAX:.0%} of steps violate it")
@@ -187,11 +186,10 @@ def measured_constants(run: RunRecord) -> dict[str, float] | None:
 def momentum_error_check(runs: Sequence[RunRecord], opt: str, cond: str) -> Verdict:
     """The momentum-error lemma's bound at the measured constants vs the measured error."""
     vid = f"momentum_error[{opt}]"
-    claim = f"{_opt_label(opt)}: the momentum error stays below the momentum-error lemma's bound"
+    claim = f"{optimizer_label(opt)}: the momentum error stays below the momentum-error lemma's bound"
     prediction = ("E||m_k - grad f(p_k)||_* <= (1-alpha)^k rho sigma + sqrt(alpha) rho sigma "
                   "+ L eta (s (1-alpha)/alpha + s tau), at the measured L, sigma, rho, eta")
     try:
-        from theory import THEOREMS
         thm = THEOREMS["momentum_error"]
     except (ImportError, KeyError) as exc:
         return missing(vid, "assumption", claim, prediction, f"theory unavailable ({exc})")
@@ -227,7 +225,7 @@ def ef_criterion_check(runs: Sequence[RunRecord], opt: str, cond: str, lam: floa
                        metric: str = "final") -> Verdict:
     """omega_bar < 1 predicts an EF gain, omega_bar > 1 a loss; compare with the measured gain."""
     vid = f"ef_criterion[{opt}]"
-    claim = (f"{_opt_label(opt)}: the EF criterion (drift omega_bar vs 1) predicts the sign of "
+    claim = (f"{optimizer_label(opt)}: the EF criterion (drift omega_bar vs 1) predicts the sign of "
              f"EF's effect (lam = {lam:g})")
     prediction = ("THEORY.md result 5: EF replaces tau = 1 by omega_bar = E||d_{k-1} - lam "
                   "d_{k-2}|| (in step units); omega_bar < 1 => EF lowers the loss")

@@ -15,7 +15,11 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from llm_validation.config import optimizer_label
+
 import numpy as np
+
+from theory import THEOREMS
 
 from llm_validation.validation.assumptions import measured_constants
 from llm_validation.validation.groups import select
@@ -38,14 +42,10 @@ __all__ = ["PIPELINE_LOSS_TOL", "star_convex_delay_term", "star_convex_check", "
 PIPELINE_LOSS_TOL = 0.0
 
 
-def _L(opt: str) -> str:
-    return {"adamw": "AdamW", "muon": "Muon", "sgd": "SGD"}.get(opt, opt)
-
 
 def star_convex_delay_term(c: dict[str, float], tau: int) -> float:
     """Bound(tau) - bound(0) of theory ``star_convex_delayed`` at the constants ``c`` (needs
     ``beta``); the terms that do not depend on tau cancel, whatever values they take."""
-    from theory import THEOREMS
     thm = THEOREMS["star_convex_delayed"]
     common = dict(K=1, L=c["L"], eta=c["eta"], alpha=c["alpha"], beta=c["beta"],
                   sigma=c["sigma"], rho=c["rho"], r0=0.0)
@@ -55,12 +55,11 @@ def star_convex_delay_term(c: dict[str, float], tau: int) -> float:
 def star_convex_check(runs: Sequence[RunRecord], opt: str, cond: str,
                       metric: str = "final") -> Verdict:
     vid = f"star_convex_delay_term[{opt}]"
-    claim = (f"{_L(opt)}: the star-convex theorem's delay term at the measured constants "
+    claim = (f"{optimizer_label(opt)}: the star-convex theorem's delay term at the measured constants "
              "bounds the measured gap")
     prediction = ("star_convex_delayed: the delay adds 4 L eta D tau to the loss floor "
                   "(D = eta/beta); valid but expected loose")
     try:
-        from theory import THEOREMS
         THEOREMS["star_convex_delayed"]
     except (ImportError, KeyError) as exc:
         return missing(vid, "bound", claim, prediction, f"theory unavailable ({exc})")

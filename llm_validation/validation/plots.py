@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from llm_validation.config import optimizer_label
 from llm_validation.validation.groups import (
     base_conditions,
     ef_rows,
@@ -28,20 +29,18 @@ from llm_validation.validation.groups import (
     select,
 )
 from llm_validation.validation.inference import (
+    bootstrap_interval,
     fit_pl_tau_shape,
     fit_power_law,
     t_interval,
 )
-from llm_validation.validation.runs import RunRecord
-from llm_validation.validation.trends import best_family, family_points
+from llm_validation.validation.runs import RunRecord, sync_partner
+from llm_validation.validation.trends import BOOTSTRAP_SEED, best_family, family_points
 
-__all__ = ["make_plots", "PLOT_FILES", "DPI"]
+__all__ = ["make_plots", "DPI"]
 
 #: Resolution of every PNG (readable on screen and in a README without being large).
 DPI = 110
-PLOT_FILES = ("loss_curves.png", "gap_vs_lr.png", "gap_vs_tau.png", "gap_vs_momentum.png",
-              "gap_vs_batch.png", "ef_vs_lam.png", "cos_delayed_fresh.png", "smoothness.png")
-_NAMES = {"adamw": "AdamW", "muon": "Muon", "sgd": "SGD"}
 _COLORS = {"sync": "tab:blue", "delay": "tab:red", "ef": "tab:green"}
 _OPT_COLORS = {"adamw": "tab:orange", "muon": "tab:purple", "sgd": "tab:gray"}
 
@@ -85,7 +84,6 @@ def _stack(steps: Sequence[int], values: Sequence[Sequence[float]], how: str
 def _paired_gap_band(runs: Sequence[RunRecord], delayed: Sequence[RunRecord]
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """val_loss(delayed) - val_loss(sync, same seed) at every common evaluation step."""
-    from llm_validation.validation.runs import sync_partner
     per_seed = []
     for r in delayed:
         s = sync_partner(r, runs)
@@ -131,7 +129,7 @@ def _loss_curves(runs, base, out, made, metric):
         for p in select(runs, condition=cond, pipeline="2bw"):
             st, v = p.series("val_loss")
             ax.plot(st, v, "k--", lw=1, label=f"2BW real pipeline (seed {p.seed})")
-        ax.set_title(f"{_NAMES.get(opt, opt)}: validation loss (mean, 95% band)")
+        ax.set_title(f"{optimizer_label(opt)}: validation loss (mean, 95% band)")
         ax.set_xlabel("step")
         ax.set_ylabel("validation loss")
         if finals:   # zoom on the part of training where the curves separate
@@ -176,7 +174,7 @@ def _gap_plot(runs, out, made, metric, axis: str, name: str, xlabel: str,
         err = np.array([[iv.estimate - iv.lo, iv.hi - iv.estimate] if iv.bounded else [0, 0]
                         for iv in ivs]).T
         ax.errorbar(levels, m, yerr=err, fmt="o-", color=c, capsize=3,
-                    label=f"{_NAMES.get(opt, opt)} mean gap (95% CI)")
+                    label=f"{optimizer_label(opt)} mean gap (95% CI)")
         if fit is not None and len(levels) >= 2:
             fit(ax, np.array(xs), np.array(ys), c, opt, fam)
     if logx:
@@ -220,7 +218,7 @@ def _tau_plot(runs, base, out, made, metric):
         c = _OPT_COLORS.get(opt, "k")
         alpha = select(runs, condition=best)[0].alpha
         fit = fit_pl_tau_shape(xs, ys, alpha)
-        ax.scatter(xs, ys, color=c, s=16, label=f"{_NAMES.get(opt, opt)} per-seed gap")
+        ax.scatter(xs, ys, color=c, s=16, label=f"{optimizer_label(opt)} per-seed gap")
         grid = np.linspace(0, max(xs), 50)
         ax.plot(grid, fit.predict(grid), "--", color=c,
                 label=f"PL law A tau(tau+2(1-a)/a+1/2), a={alpha:g}")
@@ -238,8 +236,6 @@ def _tau_plot(runs, base, out, made, metric):
 def _ef_plot(runs, out, made, metric):
     """Share of the gap EF removes (bootstrap 95% CI) vs lam per optimizer, and the mean cosine
     of consecutive base updates of the EF runs on a second axis."""
-    from llm_validation.validation.inference import bootstrap_interval
-    from llm_validation.validation.trends import BOOTSTRAP_SEED
     plt = _plt()
     pts: dict[str, list[tuple[float, float, float, float, float]]] = {}
     for cond in sorted({r.condition for r in runs}):
@@ -272,9 +268,9 @@ def _ef_plot(runs, out, made, metric):
         x = lam + offsets[opt]
         c = _OPT_COLORS.get(opt, "k")
         ax.errorbar(x, share, yerr=[share - lo, hi - share], fmt="o-", color=c, capsize=4,
-                    label=f"{_NAMES.get(opt, opt)}: share of gap removed (95% CI)")
+                    label=f"{optimizer_label(opt)}: share of gap removed (95% CI)")
         ax2.plot(x, cos, "s:", color=c, alpha=0.6, mfc="none",
-                 label=f"{_NAMES.get(opt, opt)}: cos(consecutive updates)")
+                 label=f"{optimizer_label(opt)}: cos(consecutive updates)")
     if len(lams) == 1:
         ax.set_xlim(lams[0] - 0.25, lams[0] + 0.25)
         ax.set_xticks(lams)
@@ -308,7 +304,7 @@ def _series_plot(runs, base, out, made, key, name, ylabel, title):
             c = _OPT_COLORS.get(opt, "k")
             lows.append(float(lo.min()))
             ax.plot(st, m, style, color=c,
-                    label=f"{_NAMES.get(opt, opt)} {'2BW' if mode == 'delay' else '2BW+EF'}")
+                    label=f"{optimizer_label(opt)} {'2BW' if mode == 'delay' else '2BW+EF'}")
             ax.fill_between(st, lo, hi, color=c, alpha=0.15)
             drawn = True
     if not drawn:
@@ -336,7 +332,7 @@ def _smoothness_plot(runs, base, out, made):
             continue
         bins = np.geomspace(vals.min(), vals.max() * 1.0001, 30)
         ax.hist(vals, bins=bins, alpha=0.5, color=_OPT_COLORS.get(opt, "k"),
-                label=f"{_NAMES.get(opt, opt)} (median {np.median(vals):.3g}, "
+                label=f"{optimizer_label(opt)} (median {np.median(vals):.3g}, "
                       f"p95 {np.quantile(vals, 0.95):.3g})")
         drawn = True
     if not drawn:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from llm_validation.config import optimizer_label
+
 import numpy as np
 
 from llm_validation.validation.groups import (
@@ -72,9 +74,6 @@ MIN_TREND_LEVELS = 3
 BOOTSTRAP_SEED = 20240601
 
 
-def _L(opt: str) -> str:
-    return {"adamw": "AdamW", "muon": "Muon", "sgd": "SGD"}.get(opt, opt)
-
 
 def adamw_vs_muon_check(runs: Sequence[RunRecord], base: dict[str, str],
                         metric: str = "final") -> Verdict:
@@ -95,7 +94,7 @@ def adamw_vs_muon_check(runs: Sequence[RunRecord], base: dict[str, str],
                 for r in select(runs, condition=base[opt], mode="delay", tau=1)}
         vals = {s: v for s, v in vals.items() if v is not None}
         if vals:
-            cos[f"cos(delayed, fresh update) {_L(opt)}"] = t_interval(list(vals.values()))
+            cos[f"cos(delayed, fresh update) {optimizer_label(opt)}"] = t_interval(list(vals.values()))
     measured = {"gap AdamW": t_interval(list(ga.values())),
                 "gap Muon": t_interval(list(gm.values())),
                 "difference AdamW - Muon": diff, **cos}
@@ -117,14 +116,14 @@ def _share(rows: np.ndarray) -> float:
 def ef_gain_check(runs: Sequence[RunRecord], opt: str, cond: str, lam: float = 1.0,
                   metric: str = "final") -> Verdict:
     vid = f"ef_gain[{opt}]"
-    claim = f"{_L(opt)}: Error Feedback (lam = {lam:g}) reduces the sync-async gap"
+    claim = f"{optimizer_label(opt)}: Error Feedback (lam = {lam:g}) reduces the sync-async gap"
     prediction = ("EF makes the virtual iterate z_k = x_k - lam v_{k-1} see drift omega_bar "
                   "instead of tau = 1; with aligned consecutive updates (heavy momentum) "
                   "omega_bar < 1 and the gap shrinks (THEORY.md result 5, trend 6)")
     rows = ef_rows(runs, cond, lam, metric=metric)
     if not rows:
         return missing(vid, "trend", claim, prediction,
-                       f"needs sync, 2bw and 2bw+ef (lam={lam:g}) runs of {_L(opt)} per seed")
+                       f"needs sync, 2bw and 2bw+ef (lam={lam:g}) runs of {optimizer_label(opt)} per seed")
     arr = np.array([[g0, g1] for g0, g1, _ in rows.values()])   # [seeds, (gap, gap with EF)]
     gain = t_interval(arr[:, 0] - arr[:, 1])
     status, reason = decide(gain, boundary=0.0, predicted="above", n_seeds=len(rows))
@@ -140,7 +139,7 @@ def ef_gain_check(runs: Sequence[RunRecord], opt: str, cond: str, lam: float = 1
 
 def ef_share_check(runs: Sequence[RunRecord], opt: str, metric: str = "final") -> Verdict:
     vid = f"ef_share_vs_alignment[{opt}]"
-    claim = (f"{_L(opt)}: EF's share of the gap removed grows with the alignment of "
+    claim = (f"{optimizer_label(opt)}: EF's share of the gap removed grows with the alignment of "
              "consecutive updates")
     prediction = ("omega^2 = 1 + lam^2 - 2 lam cos(d_{k-1}, d_{k-2}) (unit steps): higher cosine, "
                   "smaller drift, larger share removed (THEORY.md trend 6); across this "
@@ -158,7 +157,7 @@ def ef_share_check(runs: Sequence[RunRecord], opt: str, metric: str = "final") -
                 names.append(e.name)
     if len(conds) < MIN_TREND_LEVELS:
         return missing(vid, "trend", claim, prediction,
-                       f"needs {_L(opt)} EF runs in >= {MIN_TREND_LEVELS} settings (lam or "
+                       f"needs {optimizer_label(opt)} EF runs in >= {MIN_TREND_LEVELS} settings (lam or "
                        f"momentum); have {len(conds)}")
     fit = fit_linear(np.stack([np.ones(len(xs)), np.asarray(xs)], axis=1), ys)
     slope = fit.coef[1]
@@ -195,7 +194,7 @@ def best_family(runs: Sequence[RunRecord], opt: str, axis: str, metric: str
 
 def lr_exponent_check(runs: Sequence[RunRecord], opt: str, metric: str = "final") -> Verdict:
     vid = f"gap_vs_lr[{opt}]"
-    claim = f"{_L(opt)}: the gap grows like lr^2"
+    claim = f"{optimizer_label(opt)}: the gap grows like lr^2"
     prediction = ("PL gap ~ 2 L^2 eta^2 tau (tau + 2(1-alpha)/alpha + 1/2) / mu: exponent 2 "
                   f"(accepted: interval inside ({EXPONENT_BAND[0]:g}, {EXPONENT_BAND[1]:g}))")
     fam = best_family(runs, opt, "lr", metric)
@@ -220,7 +219,7 @@ def lr_exponent_check(runs: Sequence[RunRecord], opt: str, metric: str = "final"
 def tau_shape_check(runs: Sequence[RunRecord], opt: str, cond: str,
                     metric: str = "final") -> Verdict:
     vid = f"gap_vs_tau[{opt}]"
-    claim = f"{_L(opt)}: the gap grows with tau as tau (tau + 2(1-alpha)/alpha + c)"
+    claim = f"{optimizer_label(opt)}: the gap grows with tau as tau (tau + 2(1-alpha)/alpha + c)"
     prediction = "PL law, THEORY.md result 6: scale A > 0 and c = 1/2"
     def n_taus(c: str) -> int:
         return sum(1 for t in {r.tau for r in select(runs, condition=c, mode="delay")}
@@ -284,7 +283,7 @@ def momentum_check(runs: Sequence[RunRecord], opt: str, metric: str = "final") -
     knob = "beta1" if opt == "adamw" else "momentum"
     return _slope_check(
         runs, opt, "momentum", factor, f"gap_vs_momentum[{opt}]",
-        f"{_L(opt)}: more momentum ({knob}) gives a larger gap at fixed lr",
+        f"{optimizer_label(opt)}: more momentum ({knob}) gives a larger gap at fixed lr",
         "PL law at tau = 1: gap proportional to 3/2 + 2(1-alpha)/alpha, alpha = 1 - momentum",
         "PL factor", "gap_vs_momentum.png", metric)
 
@@ -294,7 +293,7 @@ def batch_check(runs: Sequence[RunRecord], opt: str, metric: str = "final") -> V
         return math.log2(b)
     return _slope_check(
         runs, opt, "batch_size", log2, f"gap_vs_batch[{opt}]",
-        f"{_L(opt)}: larger batches expose the delay (smaller batches hide it)",
+        f"{optimizer_label(opt)}: larger batches expose the delay (smaller batches hide it)",
         "THEORY.md trend 4: the noise terms (sigma) dominate small-batch runs, so the delay "
         "term shows more with larger batches", "log2 batch", "gap_vs_batch.png", metric)
 

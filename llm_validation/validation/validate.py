@@ -24,6 +24,7 @@ import warnings
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from llm_validation.rundir import TruncatedMetricsWarning
 from llm_validation.validation import assumptions as A
 from llm_validation.validation import bounds as B
 from llm_validation.validation import trends as T
@@ -119,6 +120,8 @@ def validate(run_dirs: Iterable[str | Path], *, gap_metric: str = "final",
     ``FileNotFoundError`` when no run directory is found.
     """
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # truncated last metrics lines are reported by notes
+        # a truncated last metrics line comes from a run killed mid-write, which the notes list
+        # as not completed; every other warning stays visible
+        warnings.simplefilter("ignore", TruncatedMetricsWarning)
         runs = load_runs(list(run_dirs))
         return validate_runs(runs, gap_metric=gap_metric, quick=quick)

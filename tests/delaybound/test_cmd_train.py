@@ -23,6 +23,7 @@ SMALL_RUN = ["train", "--preset", "tiny", "--seq-len", "16", "--batch-size", "2"
     (["--data", "/nonexistent/corpus.txt"], "/nonexistent/corpus.txt"),
     (["--stage-taus", "2,x"], "stage taus"),
     (["--pipeline", "gpipe", "--stages", "2", "--delay", "1"], "synchronous"),
+    (["--resume"], "no checkpoint found in"),   # a typo in a run name never starts a new run
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
     try:
@@ -58,3 +59,11 @@ def test_json_summary_and_resume_extension(tmp_path, capsys):
     assert main(["train", "--resume", "--steps", "3", "--optimizer", "sgd", "--out", out,
                  "--quiet"]) == 2
     assert "optim.name" in capsys.readouterr().err
+
+
+def test_resume_without_a_checkpoint_names_the_directory_and_starts_nothing(tmp_path, capsys):
+    out = tmp_path / "typo-in-the-name"
+    assert main([*SMALL_RUN, "--steps", "1", "--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"no checkpoint found in {out}" in err[0]
+    assert not out.exists()

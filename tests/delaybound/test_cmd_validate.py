@@ -37,6 +37,16 @@ def test_validate_errors_are_one_line(tmp_path, capsys):
     assert "no run directories" in capsys.readouterr().err
 
 
+def test_validate_names_a_config_that_is_not_json(tmp_path, capsys):
+    headline(tmp_path / "runs", {"adamw": 0.3})
+    bad = sorted((tmp_path / "runs").iterdir())[0] / "config.json"
+    bad.write_text('{"model": ')
+    assert main(["validate", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and "not valid JSON" in err[0]
+    assert "line 1, column 11" in err[0]
+
+
 def test_sweep_dry_run_and_run(tmp_path, capsys):
     out = str(tmp_path / "sw")
     args = ["sweep", "--out", out, "--optimizer", "adamw", "--mode", "sync,2bw",

@@ -35,7 +35,7 @@ STATS_RTOL = 1e-12
 #: relative to the terms, not the result (observed up to 5e-13 relative, ~1e-16 absolute).
 STATS_ATOL = 1e-12
 #: Values that must be bitwise equal (the same floating-point operations in the same order).
-BITWISE_KEYS = ("step", "loss", "val_loss", "lr", "tokens")
+BITWISE_KEYS = ("step", "kind", "loss", "val_loss", "lr", "tokens")
 
 
 def small_corpus(tmp_dir: Path) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from llm_validation.pipeline.faults import PipelineFailure
 from llm_validation.pipeline.stage import COMPLETE, ckpt_dir, latest_complete
-from llm_validation.pipeline.twobw import launch
+from llm_validation.run import run as launch
 from llm_validation.rundir import RunPaths
 from tests.llm_validation.pipeline.support import (
     assert_same_run,

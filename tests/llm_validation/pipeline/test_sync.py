@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm_validation.pipeline.twobw import launch
+from llm_validation.run import run as launch
 from tests.llm_validation.pipeline.support import (
     assert_same_run,
     emulate,

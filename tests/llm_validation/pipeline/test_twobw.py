@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from llm_validation.config import OptimConfig
-from llm_validation.pipeline.twobw import launch
+from llm_validation.run import run as launch
 from llm_validation.rundir import read_metrics
-from llm_validation.training.loop import train
 from tests.llm_validation.pipeline.support import (
     assert_same_run,
     emulate,
@@ -29,7 +28,7 @@ def test_2bw_equals_emulated_tau1(tmp_path, P, M):
     corpus = small_corpus(tmp_path)
     cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=P, M=M)
     ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=M))
-    got = train(cfg)
+    got = launch(cfg)
     assert got.status == "completed" and got.steps == cfg.run.steps
     assert got.final_loss == ref.final_loss and got.final_val_loss == ref.final_val_loss
     assert got.tokens == ref.tokens and got.n_params == ref.n_params

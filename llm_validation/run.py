@@ -1,0 +1,39 @@
+"""``run(cfg)``: the one place that decides how a configured run executes.
+
+- ``cfg.run.pipeline == "none"``: one process under exact emulated delay
+  (:func:`llm_validation.training.loop.train`);
+- ``2bw``, ``gpipe``, ``1f1b``: a real multi-process pipeline of ``cfg.run.stages`` stages
+  (:func:`llm_validation.pipeline.launch.launch_pipeline`), one process per stage (or, under
+  ``torchrun``, this process is one of the ranks).
+
+Both write the same run directory (:mod:`llm_validation.rundir`) and return the same
+:class:`llm_validation.rundir.RunResult`. Callers (the CLI, the sweep runner, the demo, the
+claims ledger) use this function only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from llm_validation.config import PIPELINE_KINDS, TrainConfig
+from llm_validation.pipeline.launch import launch_pipeline
+from llm_validation.rundir import RunResult
+from llm_validation.training.loop import train
+
+__all__ = ["run"]
+
+
+def run(cfg: TrainConfig, *, progress: bool = True,
+        callback: Callable[[int, dict[str, Any]], None] | None = None) -> RunResult:
+    """Execute ``cfg`` (see the module docstring). ``progress``: progress lines on stderr;
+    ``callback(step, row)`` after every step (emulated runs only; tests interrupt runs with it)."""
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"run needs a TrainConfig, got {type(cfg).__name__}")
+    if cfg.run.pipeline == "none":
+        return train(cfg, progress=progress, callback=callback)
+    if cfg.run.pipeline not in PIPELINE_KINDS:
+        raise ValueError(f"RunConfig.pipeline={cfg.run.pipeline!r} is not one of "
+                         f"{['none', *PIPELINE_KINDS]}")
+    if callback is not None:
+        raise ValueError("callback is supported for emulated runs only (pipeline='none')")
+    return launch_pipeline(cfg, progress=progress)
