@@ -1,11 +1,20 @@
-"""LLM pretraining under exact emulated delay: config, model, data, optimizers, the delay/EF
-wrapper, gradient statistics and the training loop (see docs/llm_validation.md).
+"""LLM pretraining under exact emulated delay and on a real multi-process pipeline, and the
+validation of the theory's assumptions and predicted trends on those runs.
 
-Modules: ``config`` (frozen run configuration, presets), ``model`` (Llama-style decoder,
-splittable into pipeline stages), ``data`` (stdlib / text / .bin token corpora, deterministic
-sampler), ``optim`` (AdamW, Muon+AdamW, SGD, lr schedule), ``delay`` (``DelayedOptimizer`` and
-per-stage Error Feedback), ``stats`` (reducible gradient statistics), ``checkpoint`` (run
-directory files), ``train`` (``train(cfg) -> RunResult``).
+Layout (``docs/architecture.md`` has one line per module):
+
+- :mod:`config` (frozen run configuration, presets), :mod:`rundir` (the run directory: paths,
+  JSON, metrics, checkpoints, ``RunResult``, resume checks), :mod:`run` (``run(cfg)``, the one
+  place that chooses the emulated loop or a pipeline);
+- :mod:`training` (model, data, optimizers, the delay/EF wrapper, statistics, the step probe,
+  the emulated training loop);
+- :mod:`pipeline` (schedules, p2p links, executor, the shared stage runtime, 2BW, GPipe/1F1B,
+  process launch, faults);
+- :mod:`sweep` (grids and the resumable runner); :mod:`validation` (run tables, inference,
+  verdicts, assumption / bound / trend checks, plots, report).
+
+Layers inside: config <- rundir <- training <- pipeline <- run <- sweep; validation reads run
+directories only (config, rundir).
 """
 
 __all__: list[str] = []
