@@ -27,8 +27,8 @@ import time
 import torch
 
 from numerics.methods import RunConfig, run, run_naive
-from numerics.norms import newton_schulz, newton_schulz_inexactness
 from numerics.problems import make_problem
+from theory.geometry import newton_schulz, newton_schulz_inexactness
 
 __all__ = ["reference_grid", "main", "GRID_PROBLEMS", "TAUS", "ETAS", "ALPHAS", "SIGMA"]
 

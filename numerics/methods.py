@@ -1,6 +1,6 @@
 """Delayed first-order methods, batched over configurations: one call runs B runs at once.
 
-Algorithm (THEORY.md, "Algorithms"; every formula comes from :mod:`numerics.update_rules`).
+Algorithm (THEORY.md, "Algorithms"; every formula comes from :mod:`theory.update_rules`).
 Step k = 0, 1, ..., K-1 of configuration b with parameters (tau, eta, alpha, beta, lam, sigma, seed):
 
 1. read point ``y_k = x_{max(k - tau, 0)}`` (a per-configuration ring buffer of past iterates);
@@ -43,7 +43,7 @@ import torch
 from torch import Tensor
 
 from numerics.problems import Problem, gaussian_noise
-from numerics.update_rules import ef_correct, ema_momentum, grad_ef_mix, lmo_step
+from theory.update_rules import ef_correct, ema_momentum, grad_ef_mix, lmo_step
 
 __all__ = [
     "RunConfig",

@@ -48,7 +48,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from numerics.norms import L2, LINF, SPECTRAL, Geometry
+from theory.geometry import L2, LINF, SPECTRAL, Geometry
 
 __all__ = [
     "Problem",

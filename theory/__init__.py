@@ -7,8 +7,12 @@ by sympy, analytic steps confirmed by the numeric predicates of :mod:`theory.pre
 instances in the l2, l_inf and spectral geometries. Every theorem module names its markdown proof
 in ``proofs_md/`` (indexed by ``proofs_md/README.md``) and vice versa.
 
-Importing this package never imports torch; only ``Proof.check`` loads
-:mod:`theory.instances` (torch, ``numerics.norms``) for the analytic steps.
+The objects the theorems are about live here too, as torch functions: the geometries (norms,
+dual norms, exact LMOs) in :mod:`theory.geometry` and the update rules in
+:mod:`theory.update_rules`; the random instances of the analytic steps are built from them by
+:mod:`theory.instances` (with :mod:`theory.objectives`). Importing this package never imports
+torch: nothing here imports those four modules; whoever needs them imports them (``Proof.check``
+loads :mod:`theory.instances` when it checks an analytic step).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Random instances for the analytic predicates (torch float64, ``numerics.norms`` geometries).
+"""Random instances for the analytic predicates (torch float64, ``theory.geometry`` geometries).
 
 ``build_instance(name, geometry, n=..., seed=..., **options)`` returns the keyword arguments of
 the predicate ``name`` for ``n`` random instances satisfying that predicate's hypotheses. Only
@@ -9,7 +9,7 @@ Test functions (batched, one per instance, with known constants) live in
 :mod:`theory.objectives`.
 
 Trajectories come from :func:`simulate`, which runs the delayed LMO-momentum method (optionally
-with full-update Error Feedback) with the update rules of ``numerics.update_rules``; its gradient
+with full-update Error Feedback) with the update rules of ``theory.update_rules``; its gradient
 noise ``xi_k = s_k sigma u_k`` has a unit direction ``u_k`` that depends on the past (adapted)
 and a sign ``s_k`` that is +-1 with probability 1/2, so the noise is a martingale difference with
 ``||xi_k||_2 = sigma``. With ``enumerate_noise=True`` all ``2**steps`` sign patterns are run, so
@@ -23,9 +23,9 @@ from typing import Callable
 
 import torch
 
-from numerics.norms import get_geometry
-from numerics.update_rules import ef_correct, ema_momentum, lmo_step, read_index
+from theory.geometry import get_geometry
 from theory.objectives import DTYPE, Cosine, Ctx, Quadratic, RadialWave, RidgeHuber, mix
+from theory.update_rules import ef_correct, ema_momentum, lmo_step, read_index
 
 __all__ = ["build_instance", "BUILDERS", "simulate", "SIM_STEPS", "SIM_INSTANCES"]
 

@@ -24,7 +24,7 @@ from typing import Callable
 
 import torch
 
-from numerics.norms import Geometry
+from theory.geometry import Geometry
 
 __all__ = ["Ctx", "Quadratic", "RadialWave", "RidgeHuber", "Cosine", "mix", "EVENT_SHAPES",
            "BOUNDARY_FRACTION", "DTYPE"]

@@ -3,7 +3,7 @@
 Each predicate evaluates one inequality of a proof on concrete data and returns its *slack*
 (right-hand side minus left-hand side): slack >= 0 means the inequality holds on that instance.
 They are generic over the geometry: ``geometry`` is any object with ``norm``, ``dual_norm``,
-``lmo``, ``inner``, ``l2`` and ``event_ndim`` (``numerics.norms.Geometry``), and functions are
+``lmo``, ``inner``, ``l2`` and ``event_ndim`` (``theory.geometry.Geometry``), and functions are
 passed as batched callables ``f(x) -> value``, ``grad(x) -> gradient``. Nothing here imports
 torch: the predicates only use tensor methods, so ``numerics`` can run them at scale on its own
 problems and trajectories.
@@ -47,7 +47,7 @@ def _anchor(x, x_star, beta):
 
 
 def _wd_step(x, d, eta, beta):
-    """``x_{k+1} = (1 - beta) x_k + eta d_k`` (THEORY.md; same formula as numerics.update_rules)."""
+    """``x_{k+1} = (1 - beta) x_k + eta d_k`` (THEORY.md; same formula as theory.update_rules)."""
     return (1 - _bx(beta, x)) * x + _bx(eta, x) * d
 
 

@@ -9,7 +9,7 @@ same id (``S1``, ``S2``, ...) as in the theorem's ``proofs_md/<name>.md`` file.
 - ``kind="analytic"``: the step uses A1-A5, LMO optimality, Hoelder or Jensen. It names a numeric
   predicate in :data:`theory.predicates.PREDICATES` (``predicate(**instance) -> slack``, slack >= 0
   means the inequality holds). ``check()`` runs it on random instances (built by
-  :mod:`theory.instances` with torch float64 and ``numerics.norms``) in the l2, l_inf and spectral
+  :mod:`theory.instances` with torch float64 and ``theory.geometry``) in the l2, l_inf and spectral
   geometries; status ``"confirmed"`` when the smallest slack is >= ``-TOL``, else ``"failed"``.
 """
 
@@ -44,7 +44,7 @@ STATUSES = ("proved", "confirmed", "failed")
 #: leaves a 50x margin while any real violation (>= 1e-6 in our instances) is still caught.
 TOL = 1e-9
 
-#: Geometries an analytic step is checked in (``numerics.norms`` names).
+#: Geometries an analytic step is checked in (``theory.geometry`` names).
 DEFAULT_GEOMETRIES = ("l2", "linf", "spectral")
 
 #: Random instances per geometry for an analytic step (the instance builders batch them).

@@ -8,7 +8,7 @@ Algorithm (THEORY.md, "Algorithms"; step t = 0, 1, ...)::
     W(t+1)  = W_base + lam (v_t - v_{t-1}),  v_{-1} = 0    # update-level EF (lam = 0: off)
 
 Gradient-level EF instead feeds the base optimizer ``(1 + lam) g_t - lam g_{t-1}``
-(``g_{-1} = g_0``). The formulas are ``numerics.update_rules.read_index`` / ``ef_correct`` /
+(``g_{-1} = g_0``). The formulas are ``theory.update_rules.read_index`` / ``ef_correct`` /
 ``grad_ef_mix``, written once there. The paper's ``x_{t+1} = x_t - u_{t-1} - lam (u_{t-1} -
 u_{t-2})`` is the same rule with ``u = -v`` and its t shifted by one.
 
@@ -55,7 +55,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from numerics.update_rules import ef_correct, grad_ef_mix, read_index
+from theory.update_rules import ef_correct, grad_ef_mix, read_index
 
 __all__ = ["DelayedOptimizer", "UpdateErrorFeedback", "GradErrorFeedback", "EF_LEVELS"]
 

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 
 from llm_validation.config import OptimConfig
 from llm_validation.training.model import param_kind
-from numerics.norms import L2, LINF, SPECTRAL, Geometry
+from theory.geometry import L2, LINF, SPECTRAL, Geometry
 
 __all__ = [
     "ChainedOptimizer",

@@ -29,7 +29,7 @@ from llm_validation.training.delay import DelayedOptimizer
 from llm_validation.training.optim import normalized_momentum
 
 if TYPE_CHECKING:
-    from numerics.norms import Geometry
+    from theory.geometry import Geometry
 
 __all__ = ["StepProbe", "observed_step"]
 

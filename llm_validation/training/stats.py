@@ -45,7 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from numerics.norms import L2, Geometry
+from theory.geometry import L2, Geometry
 
 __all__ = [
     "KEYS",

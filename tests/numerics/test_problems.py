@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
-from numerics.norms import L2, LINF, SPECTRAL
 from numerics.problems import (
     FAMILIES,
     PL_SINE_MU,
@@ -24,6 +23,7 @@ from numerics.problems import (
     pl_sine,
     quadratic,
 )
+from theory.geometry import L2, LINF, SPECTRAL
 
 #: float64 round-off on O(1) quantities built from O(10) operations.
 REL_TOL = 1e-10

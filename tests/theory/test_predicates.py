@@ -74,7 +74,7 @@ def test_predicates_detect_broken_hypotheses(geometry):
 
 
 def test_star_convexity_fails_for_an_indefinite_quadratic():
-    from numerics.norms import L2
+    from theory.geometry import L2
     from theory.objectives import Ctx, Quadratic
 
     ctx = Ctx(L2, torch.Generator().manual_seed(0), 32)

@@ -245,7 +245,7 @@ def test_bad_input_and_misuse():
 def test_chunked_ef_loops_equal_whole_tensor_formulas_bitwise():
     """Tensors larger than EF_CHUNK are processed in slices: still exactly the formulas."""
     from llm_validation.training.delay import EF_CHUNK
-    from numerics.update_rules import ef_correct, grad_ef_mix
+    from theory.update_rules import ef_correct, grad_ef_mix
 
     gen = torch.Generator().manual_seed(0)
     n = 3 * EF_CHUNK + 123

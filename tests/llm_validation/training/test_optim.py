@@ -19,8 +19,8 @@ from llm_validation.training.optim import (
     normalized_momentum,
     set_lr,
 )
-from numerics.norms import L2, LINF, SPECTRAL
 from tests.llm_validation.helpers import MICRO, loss_fn, make_batches, params_equal
+from theory.geometry import L2, LINF, SPECTRAL
 
 #: float64-vs-float32 agreement for the normalized momentum of a constant gradient (the EMA
 #: weights sum to 1 up to float32 rounding of the buffers).

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from llm_validation.training import stats
-from numerics.norms import L2, LINF, SPECTRAL
+from theory.geometry import L2, LINF, SPECTRAL
 
 #: The statistics sum in float64 from float64 inputs here; closed forms agree to round-off.
 RTOL = 1e-10

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from numerics.update_rules import (
+from theory.update_rules import (
     ef_correct,
     ema_momentum,
     grad_ef_mix,

@@ -1,4 +1,4 @@
-"""Textbook checks of numerics.norms: dual-norm definition, LMO optimality, rho, Newton-Schulz."""
+"""Textbook checks of theory.geometry: dual-norm definition, LMO optimality, rho, Newton-Schulz."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numerics.norms import (
+from theory.geometry import (
     GEOMETRIES,
     L1,
     L2,

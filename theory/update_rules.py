@@ -1,5 +1,6 @@
 """The update rules of THEORY.md as pure torch functions: written once, used by
-``numerics.methods`` (batched synthetic runs) and ``llm_validation.training.delay`` (the torch wrapper).
+:mod:`theory.instances` (the trajectories of the analytic proof steps), ``numerics.methods``
+(batched synthetic runs) and ``llm_validation.training.delay`` (the torch wrapper).
 
 Indexing (THEORY.md, "Algorithms"), step k = 0, 1, ...:
 - EMA momentum: ``m_0 = g(y_0)``, ``m_k = (1 - alpha) m_{k-1} + alpha g(y_k)``.
