@@ -29,7 +29,7 @@ _FIELDS = {
     "momentum_error_interval": ("run", "momentum_error_interval"),
     "checkpoint_interval": ("run", "checkpoint_interval"), "out": ("run", "out_dir"),
     "pipeline": ("run", "pipeline"), "stages": ("run", "stages"), "device": ("run", "device"),
-    "dtype": ("run", "dtype"),
+    "dtype": ("run", "dtype"), "profile": ("run", "profile"),
     "data": ("data", "path"), "data_format": ("data", "format"), "val_data": ("data", "val_path"),
     "seq_len": ("data", "seq_len"),
 }
@@ -83,6 +83,9 @@ def register(subparsers: Any) -> None:
     a("--checkpoint-interval", type=int, help="checkpoint every N steps (0: end only)")
     a("--out", help="run directory (default runs/<preset>-<optimizer>-tau<TAU>-ef<LAM>-s<SEED>)")
     a("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    a("--profile", action="store_true", default=None,
+      help="pipeline runs: time every action per stage into RUN_DIR/profile.json "
+           "(for delaybound simulate --from RUN_DIR)")
     a("--pipeline", choices=["none", *PIPELINE_KINDS], help="real pipeline runtime")
     a("--stages", type=int, help="pipeline stages P")
     a("--device", choices=["cpu", "cuda", "auto"], help="device (default cpu)")

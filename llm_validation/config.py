@@ -388,8 +388,12 @@ class RunConfig:
     """Pipeline stages P (>= 2 when pipeline is not ``none``)."""
     resume: bool = False
     """Continue from the latest checkpoint of ``out_dir`` (a larger ``steps`` extends the run)."""
+    profile: bool = False
+    """Pipeline runs: time every action per stage and write ``profile.json`` (what
+    ``delaybound simulate --from RUN_DIR`` replays); changes no number of the run."""
 
     def __post_init__(self) -> None:
+        _bool(self, "profile")
         _int(self, "steps", 1)
         _int(self, "seed", 0)
         _int(self, "batch_size", 1)

@@ -261,7 +261,7 @@ def environment() -> dict[str, Any]:
 #: RunConfig fields that may change on resume (none of them changes the trajectory before the
 #: old end; ``steps`` extends it).
 RESUMABLE = ("steps", "resume", "out_dir", "eval_interval", "eval_batches", "stats_interval",
-             "momentum_error_interval", "large_batch_factor", "checkpoint_interval")
+             "momentum_error_interval", "large_batch_factor", "checkpoint_interval", "profile")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,6 +24,7 @@ from torch import Tensor
 from torch.func import functional_call
 
 from llm_validation.pipeline.comm import StageLink
+from llm_validation.pipeline.profile import ActionTimer
 from llm_validation.pipeline.schedule import (
     BACKWARD,
     FORWARD,
@@ -81,25 +82,41 @@ class StageExecutor:
     """Executes action lists for one stage (see the module docstring).
 
     ``link``: the training stream's link; ``side``: the side passes' link (another group).
-    ``heartbeat``: called once per action (watchdog).
+    ``heartbeat``: called once per action (watchdog). ``timer``: per-action timings of the
+    training stream (``--profile``, :mod:`llm_validation.pipeline.profile`); side passes are
+    timed as a whole by the caller.
     """
 
     def __init__(self, setup: StageSetup, link: StageLink, side: StageLink,
-                 heartbeat: Callable[[], None]) -> None:
+                 heartbeat: Callable[[], None], timer: ActionTimer | None = None) -> None:
         self.setup, self.link, self.side, self.heartbeat = setup, link, side, heartbeat
+        self.timer = timer
+
+    def _timed(self, link: StageLink) -> ActionTimer | None:
+        return self.timer if link is self.link else None
 
     def _forward(self, link: StageLink, weights: Weights, mb: int, x: Tensor,
                  target: Tensor | None, grad: bool) -> tuple[Tensor, Tensor]:
         """Forward of microbatch ``mb`` on input ``x`` (the data on stage 0, else the received
         activation); returns (stage input, output or loss)."""
-        s = self.setup
+        s, timer = self.setup, self._timed(link)
+        if timer:
+            timer.start("forward")
         if grad and not s.is_first:
             x.requires_grad_(True)
         with s.autocast():
             out = functional_call(s.module, weights, (x,))
         if s.is_last:
-            return x, s.loss(out, target)
+            loss = s.loss(out, target)
+            if timer:
+                timer.stop("forward")
+            return x, loss
+        if timer:
+            timer.stop("forward")
+            timer.start("send")
         link.send_activation(out, mb)
+        if timer:
+            timer.stop("send", count=0)
         return x, out
 
     def run(self, acts: Sequence[Action], *, weights: Callable[[int], Weights],
@@ -117,7 +134,7 @@ class StageExecutor:
         the input gradient of the last microbatch of batch t until after ``on_step`` (a
         checkpoint: see pipeline.twobw). Returns False if stopped."""
         link = self.link if link is None else link
-        s = self.setup
+        s, timer = self.setup, self._timed(link)
         stash: dict[int, tuple[Tensor, Tensor]] = {}
         held: list[tuple[Tensor, int]] = []
         depth = 1 if link.grouped else PREFETCH_DEPTH   # grouped: post each receive at its use
@@ -130,7 +147,11 @@ class StageExecutor:
         for a in acts:
             self.heartbeat()
             if a.kind == FORWARD:
+                if timer and not s.is_first:
+                    timer.start("recv_wait")
                 x = inputs(a.mb) if s.is_first else acts_in.take(a.mb)
+                if timer and not s.is_first:
+                    timer.stop("recv_wait", count=0)
                 x, y = self._forward(link, weights(a.batch), a.mb, x,
                                      targets(a.mb) if s.is_last else None, grad=True)
                 if s.is_last and on_loss is not None:
@@ -139,9 +160,21 @@ class StageExecutor:
             elif a.kind == BACKWARD:
                 x, y = stash.pop(a.mb)
                 if s.is_last:
+                    g_out = None
+                else:
+                    if timer:
+                        timer.start("recv_wait")
+                    g_out = grads_in.take(a.mb)
+                    if timer:
+                        timer.stop("recv_wait", count=0)
+                if timer:
+                    timer.start("backward")
+                if g_out is None:
                     (y / scale).backward()
                 else:
-                    torch.autograd.backward(y, grads_in.take(a.mb))
+                    torch.autograd.backward(y, g_out)
+                if timer:
+                    timer.stop("backward")
                 if on_backward is not None:
                     on_backward(a)
                 if not s.is_first:
@@ -149,14 +182,28 @@ class StageExecutor:
                     if last_of_batch and defer_grad(a.batch):
                         held.append((x.grad, a.mb))
                     else:
+                        if timer:
+                            timer.start("send")
                         link.send_gradient(x.grad, a.mb)
+                        if timer:
+                            timer.stop("send", count=0)
             elif a.kind == STEP:
+                if timer:
+                    timer.start("send")
                 link.flush()                  # nothing may wait on a send held back here
+                if timer:
+                    timer.stop("send", count=0)
+                    timer.start("step")
                 go = True if on_step is None else on_step(a)
+                if timer:
+                    timer.stop("step")
+                    timer.start("send")
                 for g, mb in held:
                     link.send_gradient(g, mb)
                 held.clear()
                 link.flush()
+                if timer:
+                    timer.stop("send", count=0)
                 if not go:
                     return False
                 # The previous stage already sent the next activation (it is one forward ahead);

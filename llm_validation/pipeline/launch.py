@@ -36,6 +36,7 @@ from llm_validation.config import PIPELINE_KINDS, TrainConfig
 from llm_validation.pipeline.faults import PipelineFailure, parse_fault
 from llm_validation.pipeline.processes import (DEFAULT_TIMEOUT_S, WorkerContext, run_worker,
                                                spawn_stages, torchrun_env)
+from llm_validation.pipeline.profile import write_profile
 from llm_validation.pipeline.schedule import validate_pipeline_shape
 from llm_validation.pipeline.stage import latest_complete
 from llm_validation.pipeline.sync import run_sync_stage
@@ -70,7 +71,8 @@ def stage_body(ctx: WorkerContext, cfg_dict: dict[str, Any], start: int, threads
         run_2bw_stage(ctx, cfg, start)
     else:
         run_sync_stage(ctx, cfg, start)
-    if torchrun:  # no parent process: rank 0 writes the summary, the others wait for it
+    if torchrun:  # no parent process: rank 0 writes the summary once every rank has finished
+        dist.barrier(group=ctx.control_group)
         if ctx.rank == 0:
             _result(cfg, start, time.perf_counter() - t0)
         dist.barrier(group=ctx.control_group)
@@ -80,6 +82,8 @@ def _result(cfg: TrainConfig, start: int, wall: float) -> RunResult:
     """The RunResult from stage 0's record (``logs/result.json``) and the metrics."""
     paths = RunPaths(cfg.run.out_dir)
     info = read_json(paths.root / "logs" / "result.json")
+    if cfg.run.profile:
+        write_profile(paths.root, cfg, info.get("step_clock", []))
     return compose_result(cfg, paths, status=info["status"], done=int(info["steps"]), start=start,
                           final_val_loss=info.get("final_val_loss"),
                           n_params=int(info["n_params"]), wall=wall,

@@ -14,6 +14,7 @@ the step's gradient is produced.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from llm_validation.pipeline.comm import StageLink
 from llm_validation.pipeline.executor import StageExecutor, detached_leaves
 from llm_validation.pipeline.metrics import MetricsCollector
 from llm_validation.pipeline.processes import WorkerContext
+from llm_validation.pipeline.profile import ActionTimer, write_stage_profile
 from llm_validation.pipeline.stage import (StageSetup, ckpt_dir, load_stage_checkpoint,
                                            mark_complete, save_stage_checkpoint)
 from llm_validation.rundir import (MetricsWriter, RunPaths, diverged_message, environment,
@@ -65,7 +67,8 @@ class StageRun:
                       grouped=grouped_sends(ctx.backend))
         self.link = StageLink(group=None, **common)
         self.side = StageLink(group=ctx.side_group, **common)
-        self.exec = StageExecutor(setup, self.link, self.side, ctx.heartbeat)
+        self.timer = ActionTimer() if run.profile else None
+        self.exec = StageExecutor(setup, self.link, self.side, ctx.heartbeat, self.timer)
         self.probe = StepProbe(setup.opt, setup.geoms, tau=tau,
                                stats_interval=run.stats_interval,
                                momentum_error_interval=run.momentum_error_interval)
@@ -128,7 +131,9 @@ class StageRun:
     # ------------------------------------------------------------------------- side passes
     def side_passes(self, t: int) -> None:
         """At W(t) = master: the validation loss (if due) and the statistics' extra gradients
-        (if step t is active and tau = 1; the synchronous runtime takes its own)."""
+        (if step t is active and tau = 1; the synchronous runtime takes its own). Timed as
+        ``side`` with ``--profile`` (the final validation at W(N) is not a step's cost)."""
+        t0 = time.perf_counter()
         run, master = self.cfg.run, self.setup.master()
         if self.eval_due(t):
             losses = self.exec.forward_pass(master, run.eval_batches * self.M, self.data("val"))
@@ -142,6 +147,8 @@ class StageRun:
                 k = self.M * run.large_batch_factor
                 self.aux[t]["big"], _ = self.exec.gradient_pass(detached_leaves(master), k,
                                                                 self.data("large", t))
+        if self.timer is not None and t < self.N:
+            self.timer.add("side", time.perf_counter() - t0, count=0)
 
     # ----------------------------------------------------------------------------- step
     def optimizer_step(self, t: int, read_point: list[torch.Tensor], noise: Any,
@@ -216,6 +223,8 @@ class StageRun:
 
     def finish(self, status: str, done: int, message: str) -> None:
         """Stage 0: final val row (completed runs) and the result record for the launcher."""
+        if self.timer is not None:
+            write_stage_profile(self.paths.root, self.s, self.timer)
         final_val = None
         if self.s == 0:
             if status == "completed":

@@ -102,6 +102,49 @@ class _NoiseTrigger:
             self.target.observe()
 
 
+class _SyncTimer:
+    """``--profile`` inside torch's schedule: forward via module hooks (and the loss), backward
+    from the module's backward pre-hook to the last parameter's post-accumulate-grad hook of that
+    microbatch; the rest of ``schedule.step()`` is communication (``recv_wait``)."""
+
+    def __init__(self, timer, module: nn.Module, params: list[torch.Tensor]) -> None:
+        self.timer, self.n, self.count = timer, len(params), 0
+        self.compute, self.on = 0.0, False   # hooks count only inside schedule.step()
+        module.register_forward_pre_hook(lambda *_: self._start("forward"))
+        module.register_forward_hook(lambda *_: self._stop("forward"))
+        module.register_full_backward_pre_hook(lambda *_: self._start("backward"))
+        for p in params:
+            p.register_post_accumulate_grad_hook(self._accumulated)
+
+    def _start(self, kind: str) -> None:
+        if self.on:
+            self.timer.start(kind)
+
+    def _stop(self, kind: str) -> None:
+        if not self.on:
+            return
+        t0 = self.timer._open.get(kind)
+        self.timer.stop(kind)
+        if t0 is not None:
+            self.compute += time.perf_counter() - t0
+
+    def _accumulated(self, _p: torch.Tensor) -> None:
+        self.count += 1
+        if self.count == self.n:
+            self.count = 0
+            self._stop("backward")
+
+    def schedule_step(self, step_fn) -> None:
+        """Run one ``schedule.step`` and book its non-compute time as communication."""
+        self.compute, self.on = 0.0, True
+        t0 = time.perf_counter()
+        try:
+            step_fn()
+        finally:
+            self.on = False
+        self.timer.add("recv_wait", time.perf_counter() - t0 - self.compute, count=0)
+
+
 def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
     """The body of one GPipe / 1F1B stage process (see the module docstring)."""
     sr = StageRun(ctx, cfg, start, tau=0)
@@ -118,6 +161,7 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
 
     schedule = _build_schedule(sr, loss_fn)
     trigger = _NoiseTrigger(list(opt.params))
+    prof = _SyncTimer(sr.timer, setup.module, list(opt.params)) if sr.timer is not None else None
     status, done, message = "completed", N, ""
     for step in range(start, N):
         ctx.heartbeat()
@@ -128,13 +172,18 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
         batch = sr.data("train", step)
         whole = torch.cat(batch) if batch is not None else None
         mb_losses.clear()
-        try:
+        def step_fn() -> None:
             if setup.is_first:
                 schedule.step(whole)
             elif setup.is_last:
                 schedule.step(target=whole)
             else:
                 schedule.step()
+        try:
+            if prof is not None:
+                prof.schedule_step(step_fn)
+            else:
+                step_fn()
         except RuntimeError as exc:
             if not _is_transport_error(exc):
                 raise
@@ -150,6 +199,7 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
             status, done, message = "diverged", step, stop
             break
         other = big = f_y = None
+        t_side = time.perf_counter()
         if active:   # tau = 0: the pair's other point is W(t-1), on the same batch
             y_pt = probe.other_point(step)
             if y_pt is not None:
@@ -161,10 +211,15 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
                                                M * cfg.run.large_batch_factor,
                                                sr.data("large", step))
         sr.aux[step] = {"big": big} if big is not None else {}
+        if sr.timer is not None:
+            sr.timer.add("side", time.perf_counter() - t_side, count=0)
+            sr.timer.start("step")
         part, _ = sr.optimizer_step(step, [p.detach() for p in opt.params], noise, other)
         have_pair = active and other is not None
         sr.end_step(step, part, loss, previous=setup.master(), f_x=loss if have_pair else None,
                     f_y=f_y if have_pair else None)
+        if sr.timer is not None:
+            sr.timer.stop("step")
     else:
         sr.side_passes(N)                                 # final validation at W(N)
     sr.finish(status, done, message)

@@ -1,0 +1,123 @@
+"""Per-action timings of a pipeline run (``--profile``): what the simulator replays.
+
+With ``RunConfig.profile`` every stage times its own work with ``time.perf_counter`` and writes
+``logs/profile_stage<s>.json`` when it finishes; the launcher merges them into
+``RUN_DIR/profile.json`` (:func:`write_profile`), which ``delaybound simulate --from RUN_DIR``
+reads. What is timed, per stage:
+
+- ``forward_s`` / ``backward_s``: compute of one microbatch's forward (autocast and loss on the
+  last stage included) and backward, mean over the training microbatches;
+- ``recv_wait_s``: time blocked on receiving an activation or a gradient, per microbatch;
+- ``send_s``: time spent posting sends and flushing them, per microbatch;
+- ``step_s``: the optimizer step of one batch with its statistics and bookkeeping (everything in
+  the STEP action), mean per step;
+- ``side_s``: side passes (validation, statistics gradients) per step; zero when they are off.
+
+2BW times its own executor (:mod:`llm_validation.pipeline.executor`). The synchronous baselines
+run inside ``torch.distributed.pipelining``: forward via module hooks, backward from the
+module's backward pre-hook to the last parameter's post-accumulate-grad hook of that microbatch,
+and ``recv_wait_s`` + ``send_s`` as the rest of ``schedule.step()`` (reported together as
+``recv_wait_s``). The run-level numbers are measured on stage 0: ``step_time_s`` is the mean
+interval between consecutive optimizer steps after ``WARMUP_STEPS`` steps, and
+``tokens_per_s`` follows from it.
+
+Schema (``profile.json``, ``"schema": 1``)::
+
+    {"schema": 1, "pipeline": "2bw", "stages": P, "microbatches": M, "batch_size": B,
+     "seq_len": T, "microbatch_tokens": B*T/M, "activation_bytes": bytes of one activation,
+     "steps_timed": n, "step_time_s": s, "tokens_per_s": x,
+     "per_stage": [{"stage": s, "forward_s": ..., "backward_s": ..., "recv_wait_s": ...,
+                    "send_s": ..., "step_s": ..., "side_s": ..., "microbatches_timed": ...,
+                    "steps_timed": ...}, ...]}
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from llm_validation.rundir import read_json, write_json
+
+__all__ = ["ActionTimer", "WARMUP_STEPS", "PROFILE_SCHEMA", "write_stage_profile",
+           "write_profile", "steady_step_time"]
+
+#: Steps left out of the measured step time: the first steps include the pipeline fill, lazy
+#: allocations and the forkserver's first imports, none of which recur in steady state.
+WARMUP_STEPS = 3
+#: Activations travel between stages in the master weights' dtype (float32, also under bf16
+#: autocast: the stage output is cast back before the send).
+ACTIVATION_BYTES_PER_VALUE = 4
+#: Version of the ``profile.json`` layout.
+PROFILE_SCHEMA = 1
+
+_KINDS = ("forward", "backward", "recv_wait", "send", "step", "side")
+
+
+@dataclass
+class ActionTimer:
+    """Accumulated seconds per kind of work on one stage (see the module docstring)."""
+
+    totals: dict[str, float] = field(default_factory=lambda: {k: 0.0 for k in _KINDS})
+    counts: dict[str, int] = field(default_factory=lambda: {k: 0 for k in _KINDS})
+    _open: dict[str, float] = field(default_factory=dict)
+
+    def add(self, kind: str, seconds: float, count: int = 1) -> None:
+        self.totals[kind] += seconds
+        self.counts[kind] += count
+
+    def start(self, kind: str) -> None:
+        self._open[kind] = time.perf_counter()
+
+    def stop(self, kind: str, count: int = 1) -> None:
+        t0 = self._open.pop(kind, None)
+        if t0 is not None:
+            self.add(kind, time.perf_counter() - t0, count)
+
+    def means(self) -> dict[str, float]:
+        """Seconds per microbatch (forward, backward, recv_wait, send) and per step (step,
+        side)."""
+        per_mb = max(self.counts["forward"], 1)
+        per_step = max(self.counts["step"], 1)
+        return {"forward_s": self.totals["forward"] / max(self.counts["forward"], 1),
+                "backward_s": self.totals["backward"] / max(self.counts["backward"], 1),
+                "recv_wait_s": self.totals["recv_wait"] / per_mb,
+                "send_s": self.totals["send"] / per_mb,
+                "step_s": self.totals["step"] / max(self.counts["step"], 1),
+                "side_s": self.totals["side"] / per_step}
+
+
+def steady_step_time(step_clock: Sequence[float]) -> tuple[float | None, int]:
+    """(mean seconds between consecutive steps after :data:`WARMUP_STEPS`, intervals used)."""
+    clock = list(step_clock)[WARMUP_STEPS:]
+    if len(clock) < 2:
+        return None, 0
+    return (clock[-1] - clock[0]) / (len(clock) - 1), len(clock) - 1
+
+
+def write_stage_profile(run_dir: str | Path, stage: int, timer: ActionTimer) -> None:
+    """``logs/profile_stage<s>.json``: this stage's means (called once, at the end)."""
+    row = {"stage": stage, **timer.means(), "microbatches_timed": timer.counts["forward"],
+           "steps_timed": timer.counts["step"]}
+    write_json(Path(run_dir) / "logs" / f"profile_stage{stage}.json", row)
+
+
+def write_profile(run_dir: str | Path, cfg: Any, step_clock: Sequence[float]) -> dict[str, Any]:
+    """Merge the stages' files into ``RUN_DIR/profile.json`` (stage 0's step clock gives the
+    measured step time); returns the merged profile."""
+    run_dir = Path(run_dir)
+    run = cfg.run
+    per_stage = [read_json(run_dir / "logs" / f"profile_stage{s}.json")
+                 for s in range(run.stages)]
+    step_time, n = steady_step_time(step_clock)
+    mb_tokens = run.batch_size * cfg.data.seq_len // run.microbatches
+    act_bytes = mb_tokens * cfg.model.d_model * ACTIVATION_BYTES_PER_VALUE
+    prof = {"schema": PROFILE_SCHEMA, "pipeline": run.pipeline, "stages": run.stages,
+            "microbatches": run.microbatches, "batch_size": run.batch_size,
+            "seq_len": cfg.data.seq_len, "microbatch_tokens": mb_tokens,
+            "activation_bytes": act_bytes, "steps_timed": n, "step_time_s": step_time,
+            "tokens_per_s": (run.batch_size * cfg.data.seq_len / step_time) if step_time else None,
+            "per_stage": per_stage}
+    write_json(run_dir / "profile.json", prof)
+    return prof
