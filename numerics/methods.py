@@ -6,7 +6,8 @@ Step k = 0, 1, ..., K-1 of configuration b with parameters (tau, eta, alpha, bet
 1. read point ``y_k = x_{max(k - tau, 0)}`` (a per-configuration ring buffer of past iterates);
 2. stochastic gradient ``g_k = grad f(y_k) + xi_k``, ``E||xi_k||_2^2 = sigma^2`` (A1), with
    ``xi_k`` drawn from the configuration's own generator seeded by ``seed`` (so a trajectory does
-   not depend on the rest of the batch, and equal seeds share noise: common random numbers);
+   not depend on the rest of the batch, and equal seeds share noise: common random numbers;
+   :class:`numerics.noise.NoiseStream`);
 3. gradient-level EF (``ef="grad"``) feeds ``(1 + lam) g_k - lam g_{k-1}`` instead of ``g_k``;
 4. base update, with decoupled weight decay ``x_base = (1 - beta) x_k + u_k``:
    - ``lmo``: ``m_k = (1-alpha) m_{k-1} + alpha g_k`` (``m_0 = g_0``), ``u_k = eta d(m_k)``;
@@ -42,7 +43,8 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
-from numerics.problems import Problem, gaussian_noise
+from numerics.noise import NoiseStream
+from numerics.problems import Problem
 from theory.update_rules import ef_correct, ema_momentum, grad_ef_mix, lmo_step
 
 __all__ = [
@@ -55,7 +57,6 @@ __all__ = [
     "ALL_SERIES",
     "STATES",
     "MAX_TAU",
-    "NOISE_BLOCK",
     "ADAM_BETA2",
     "ADAM_EPS",
 ]
@@ -64,8 +65,6 @@ METHODS = ("lmo", "sgd", "heavy_ball", "adam")
 EF_MODES = ("none", "update", "update_nowd", "grad")
 #: Largest delay accepted (the ring buffer holds tau_max + 1 iterates per configuration).
 MAX_TAU = 256
-#: Steps of noise drawn per generator call; fixed, so a seed's stream does not depend on K or B.
-NOISE_BLOCK = 256
 #: torch.optim.AdamW defaults for the second-moment weight and the denominator epsilon.
 ADAM_BETA2 = 0.999
 ADAM_EPS = 1e-8
@@ -181,36 +180,6 @@ def _param(configs: Sequence[RunConfig], name: str, event_ndim: int) -> Tensor:
     return vals.view(-1, *([1] * event_ndim))  # (B, 1, ..., 1)
 
 
-class _NoiseStream:
-    """Per-configuration Gaussian noise, drawn NOISE_BLOCK steps at a time from each run's own
-    generator (``torch.Generator().manual_seed(seed)``) and scaled by sigma. Rows with sigma = 0
-    get exact zeros and draw nothing."""
-
-    def __init__(self, configs: Sequence[RunConfig], shape: tuple[int, ...]):
-        self.shape = shape
-        self.active = [i for i, c in enumerate(configs) if c.sigma > 0]
-        self.gens = {i: torch.Generator().manual_seed(configs[i].seed) for i in self.active}
-        self.sigma = torch.tensor([configs[i].sigma for i in self.active], dtype=torch.float64)
-        self.b = len(configs)
-        self.buf: Tensor | None = None
-
-    def at(self, k: int) -> Tensor | None:
-        """Noise of step k, shape (B, *shape), or None when every sigma is 0."""
-        if not self.active:
-            return None
-        j = k % NOISE_BLOCK
-        if j == 0 or self.buf is None:
-            nd = len(self.shape)
-            draws = torch.stack(
-                [gaussian_noise(self.gens[i], (NOISE_BLOCK, *self.shape), nd) for i in self.active],
-                dim=1,
-            )  # (NOISE_BLOCK, B_active, *shape)
-            full = torch.zeros(NOISE_BLOCK, self.b, *self.shape, dtype=torch.float64)
-            full[:, self.active] = draws * self.sigma.view(1, -1, *([1] * nd))
-            self.buf = full
-        return self.buf[j]
-
-
 def run(
     problem: Problem,
     configs: Sequence[RunConfig],
@@ -281,7 +250,7 @@ def run(
     # so its exact gradient was already computed when it was current (no second evaluation).
     ring = torch.empty(t_max + 1, B, *shape, dtype=torch.float64)
     gring = torch.empty(t_max + 1, B, *shape, dtype=torch.float64)
-    noise = _NoiseStream(configs, shape)
+    noise = NoiseStream([c.seed for c in configs], [c.sigma for c in configs], shape)
 
     rec: dict[str, Tensor] = {}
     for name in wanted:

@@ -24,6 +24,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from theory import THEOREMS
+
 __all__ = [
     "worst_case_delayed_gd",
     "worst_case_ef_gd",
@@ -42,6 +44,7 @@ PEP_ATOL = 1e-7
 
 
 def _problem(L: float):
+    # PEPit is an optional dependency (extra ``pep``): imported only when a PEP is solved.
     from PEPit import PEP, Expression
     from PEPit.functions import SmoothFunction
 
@@ -150,8 +153,6 @@ class PepRow:
 
 
 def _theory_value(name: str, **values) -> float | None:
-    from theory import THEOREMS
-
     thm = THEOREMS[name]
     clean = {n: values[n] for n in thm.parameters if n in values}
     try:

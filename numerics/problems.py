@@ -35,7 +35,7 @@ Derivations (also in docs/numerics.md):
   the valid (not tight) ``min(1 - a, min c_i)`` from Euler's identity ``<grad f, e> = 2 f``.
 
 Stochastic oracle (A1): ``g = grad f(y) + xi`` with Gaussian ``xi`` of Euclidean variance
-``E||xi||_2^2 = sigma^2`` (see :func:`gaussian_noise`).
+``E||xi||_2^2 = sigma^2`` (see :func:`numerics.noise.gaussian_noise`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ __all__ = [
     "pl_sine",
     "FAMILIES",
     "make_problem",
-    "gaussian_noise",
     "linf_quadratic_constant",
     "spectral_quadratic_constant",
     "PL_SINE_MU",
@@ -180,15 +179,6 @@ class Problem:
         """``Delta0 = f(x_0) - inf f``."""
         x = self.x0 if x0 is None else x0
         return float(self.f(x)) - self.f_star
-
-
-def gaussian_noise(generator: torch.Generator, shape: tuple[int, ...], event_ndim: int) -> Tensor:
-    """Standard Gaussian noise scaled to unit Euclidean variance per point: ``E||z||_2^2 = 1``.
-
-    ``shape`` includes leading (step) dimensions; multiply by sigma for variance sigma^2.
-    """
-    n = math.prod(shape[len(shape) - event_ndim :])
-    return torch.randn(shape, generator=generator, dtype=torch.float64) / math.sqrt(n)
 
 
 def _random_psd(d: int, gen: torch.Generator, lam_min: float, lam_max: float) -> tuple[Tensor, Tensor]:

@@ -31,6 +31,8 @@ import torch
 from numerics.draws import Draws, config_for, random_draws
 from numerics.methods import RunConfig, Trajectory
 from numerics.problems import Problem
+from theory import get_theorem
+from theory.predicates import PREDICATES
 
 __all__ = ["Spec", "SPECS", "STAR_CONVEX_FAMILIES", "ALL_FAMILIES", "Z_OMEGA"]
 
@@ -254,8 +256,6 @@ def _pl_spec() -> Spec:
         return {**_common(p, c, traj, cols), "k": ks, "K": np.maximum(ks, 1)}
 
     def pathwise(p, c, traj, cols):
-        from theory.predicates import PREDICATES
-
         r = _cols(traj, "gap", cols).T  # (S, K+1)
         n = torch.ones(r.shape[0], dtype=torch.float64)  # per-path parameters as (S,) tensors
         slack = PREDICATES["pl_invariant"](r=r, r0=r[:, 0].clone(), L=p.L, eta=c.eta * n,
@@ -279,8 +279,6 @@ def _gd_spec(name: str, ef: bool) -> Spec:
             return f"EF theorem has tau = 1 (tau={c.tau})"
         if not ef and c.lam != 0:
             return "no EF"
-        from numerics.verify import get_theorem
-
         thm = get_theorem(name)
         vals = {"L": p.L, "gamma": c.eta, "tau": c.tau, "lam": c.lam, "K": 1, "Delta0": 1.0}
         clean = {n: vals[n] for n in thm.parameters if n in vals}

@@ -20,19 +20,14 @@ from numerics.problems import make_problem
 from numerics.specs import SPECS
 from numerics.trajectory_checks import SCENARIOS, scenario_slacks
 from numerics.verify import DEFAULT_SEEDS, sweep
+from theory import THEOREMS
+from theory.proof import TOL
 
 __all__ = ["verify_suite", "sample_instances", "predicate_suite", "SIZES"]
 
 #: Problem sizes drawn per family (dimension; for matrix_ls the matrix is (n+2) x n).
 SIZES = {"quadratic_l2": (2, 12), "quadratic_linf": (2, 10), "matrix_ls": (2, 3),
          "angular": (2, 10), "pl_sine": (1, 12)}
-
-
-def _predicate_tol() -> float:
-    """theory.proof.TOL: the slack a predicate may report and still count as holding."""
-    from theory.proof import TOL
-
-    return TOL
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -88,7 +83,6 @@ def predicate_suite(examples: int, seed: int, steps: int = 60, seeds: int = 6,
                     progress: Callable[[str], None] | None = None) -> dict:
     """Every scenario on one random problem per eligible family with ``examples`` configurations:
     predicate -> {"instances", "min_slack", "violations"}."""
-    tol = _predicate_tol()
     out: dict[str, dict] = {}
     for name, sc in SCENARIOS.items():
         rng = _rng(seed, "predicates/" + name)
@@ -103,7 +97,7 @@ def predicate_suite(examples: int, seed: int, steps: int = 60, seeds: int = 6,
                 row = out.setdefault(pred, {"instances": 0, "min_slack": float("inf"), "violations": 0})
                 row["instances"] += len(cfgs)
                 row["min_slack"] = min(row["min_slack"], s)
-                row["violations"] += int(not s >= -tol)
+                row["violations"] += int(not s >= -TOL)  # TOL: slack round-off allowance
             if progress:
                 progress(f"predicates {name} on {p.name}")
     return out
@@ -114,8 +108,6 @@ def verify_suite(theorems: list[str] | None = None, *, examples: int = 100, seed
                  progress: Callable[[str], None] | None = None) -> dict:
     """Run the checks; returns ``{"theorems": [...], "skipped": [...], "predicates": {...},
     "violations": total}`` (see ``docs/numerics.md`` for the fields)."""
-    from theory import THEOREMS
-
     names = sorted(THEOREMS) if theorems is None else list(theorems)
     for n in names:
         if n not in THEOREMS:

@@ -41,6 +41,9 @@ from numerics.draws import Draws, config_for, random_draws
 from numerics.methods import RunConfig, run
 from numerics.problems import Problem
 from numerics.verify import CONFIRM_SEED_OFFSET, CONFIRM_SEEDS
+from theory import THEOREMS, get_theorem
+from theory.predicates import PREDICATES
+from theory.proof import TOL
 
 __all__ = ["Scenario", "SCENARIOS", "scenario_slacks", "covered_predicates", "Z_MARGIN", "STAT_PREDICATES"]
 
@@ -159,8 +162,6 @@ def scenario_slacks(scenario: str, problem: Problem, configs: Sequence[RunConfig
     problem does not meet are left out. A failing expectation predicate is re-evaluated on
     ``CONFIRM_SEEDS`` fresh seeds (as in :mod:`numerics.verify`) and that value is reported."""
     out = _scenario_slacks(scenario, problem, configs, steps, seeds)
-    from theory.proof import TOL
-
     bad = [n for n in STAT_PREDICATES if n in out and not out[n] >= -TOL]
     if bad and confirm:
         fresh = [RunConfig(**{**vars(c), "seed": c.seed + CONFIRM_SEED_OFFSET}) for c in configs]
@@ -172,8 +173,6 @@ def scenario_slacks(scenario: str, problem: Problem, configs: Sequence[RunConfig
 
 def _scenario_slacks(scenario: str, problem: Problem, configs: Sequence[RunConfig], steps: int,
                      seeds: int) -> dict[str, float]:
-    from theory.predicates import PREDICATES
-
     sc = SCENARIOS[scenario]
     if problem.geometry.name not in sc.geometries:
         raise ValueError(f"scenario {scenario!r} runs in {sc.geometries}, not {problem.geometry.name}")
@@ -270,8 +269,7 @@ def _scenario_slacks(scenario: str, problem: Problem, configs: Sequence[RunConfi
 
 
 def _expectation_predicates(out, want, problem, configs, runs, st, n_seeds, K):
-    from theory.predicates import PREDICATES as P
-
+    P = PREDICATES
     geo, B0 = problem.geometry, len(configs)
     shape = problem.shape
     if want("momentum_error_lemma"):
@@ -305,8 +303,7 @@ def _expectation_predicates(out, want, problem, configs, runs, st, n_seeds, K):
 
 
 def _ef_predicates(out, want, problem, runs, st, K, kw, eta, beta, lam):
-    from theory.predicates import PREDICATES as P
-
+    P = PREDICATES
     geo, B = problem.geometry, len(runs)
     d = st["d"]  # (K, B, *shape)
     if want("ef_mismatch_worst_case") and K >= 3:
@@ -329,9 +326,7 @@ def _ef_predicates(out, want, problem, runs, st, K, kw, eta, beta, lam):
 
 
 def _gd_predicates(out, want, problem, runs, st, tr, K):
-    from theory.predicates import PREDICATES as P
-    from numerics.verify import get_theorem
-
+    P = PREDICATES
     geo = problem.geometry
     gamma = _per(runs, "eta")
     ef = "z" in st
@@ -344,8 +339,6 @@ def _gd_predicates(out, want, problem, runs, st, tr, K):
     if want("ef_gd_mismatch"):
         out["ef_gd_mismatch"] = float(P["ef_gd_mismatch"](
             a=a, b=b, gamma=gamma, L=problem.L, lam=_per(runs, "lam"), geometry=geo).min())
-    from theory import THEOREMS
-
     thm_name = "nonconvex_delayed_gd_ef" if ef else "nonconvex_delayed_gd"
     if want("average_squared_gradient") and thm_name in THEOREMS:
         thm = get_theorem(thm_name)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from theory.decide import Obligation
+from theory.predicates import PREDICATES
 
 __all__ = [
     "Step",
@@ -82,8 +83,6 @@ class Step:
         if self.kind == "algebra" and (not self.obligations or self.predicate is not None):
             raise ValueError(f"algebra step {self.id} needs obligations and no predicate")
         if self.kind == "analytic":
-            from theory.predicates import PREDICATES
-
             if self.predicate not in PREDICATES or self.obligations:
                 raise ValueError(
                     f"analytic step {self.id}: predicate={self.predicate!r} must be one of "
@@ -175,8 +174,8 @@ class Proof:
         return self._check_analytic(step, instances, seed, start)
 
     def _check_analytic(self, step: Step, instances: int, seed: int, start: float) -> StepResult:
+        # Imported here, not at the top: theory.instances uses torch and ``import theory`` must not.
         from theory.instances import build_instance
-        from theory.predicates import PREDICATES
 
         predicate = PREDICATES[step.predicate]
         per_geometry = {}

@@ -139,15 +139,6 @@ def _pos(e: sympy.Expr, depth: int) -> bool:
     return _rewrites(e, depth, strict=True)
 
 
-def _sign_of(e: sympy.Expr, depth: int) -> int | None:
-    """+1 (>= 0 proved), -1 (<= 0 proved), or None; strictness is not tracked here."""
-    if _nonneg(e, depth):
-        return 1
-    if _nonneg(-e, depth):
-        return -1
-    return None
-
-
 def _structural(e: sympy.Expr, depth: int, strict: bool) -> bool:
     d = depth + 1
     check = _pos if strict else _nonneg

@@ -18,18 +18,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping, Protocol
 
 import sympy
 
-from theory.numeric import compile_expr
 from theory.domain import POSITIVE, POSITIVE_INTEGER, Domain
+from theory.numeric import compile_expr
 from theory.symbols import SCALARS, eps as EPS
 
-if TYPE_CHECKING:  # pragma: no cover
-    from theory.theorem import Theorem
-
-__all__ = ["Tuning", "tuned", "complexity", "K_SAFETY_RTOL", "BISECTION_STEPS"]
+__all__ = ["Tuning", "TunedTheorem", "tuned", "complexity", "K_SAFETY_RTOL", "BISECTION_STEPS"]
 
 #: The real iteration threshold is rounded up after multiplying by (1 + K_SAFETY_RTOL), so float64
 #: round-off in evaluating ``K_expr`` (relative error ~1e-15) can never round K below the exact
@@ -43,6 +40,20 @@ EPS_FLOOR = 1e-100
 #: Largest number of one-ulp reductions of the ``nudge`` parameter to satisfy a condition that a
 #: tuned choice meets with equality in exact arithmetic (float64 may overshoot by a few ulps).
 MAX_NUDGES = 64
+
+
+class TunedTheorem(Protocol):
+    """What ``tuned``/``complexity`` use of a :class:`theory.theorem.Theorem` (which holds a
+    :class:`Tuning`, so this module cannot import it without a cycle)."""
+
+    name: str
+    parameters: Mapping[str, sympy.Symbol]
+    domains: Mapping[str, Domain]
+    tuning: "Tuning | None"
+
+    def failed_conditions(self, clean: Mapping[str, float | int]) -> list[str]: ...
+
+    def evaluate(self, **values: object) -> float: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,7 +105,7 @@ def _eval(tuning: Tuning, expr: sympy.Expr, values: Mapping[str, float], eps: fl
                          f"{exc}") from None
 
 
-def complexity(theorem: "Theorem", eps: object, **problem: object) -> dict:
+def complexity(theorem: TunedTheorem, eps: object, **problem: object) -> dict:
     """The iteration count that makes the tuned bound <= eps.
 
     Returns ``{"K": int, "K_real": float, "expression": sympy.Expr}`` (``expression`` is the real
@@ -116,7 +127,7 @@ def _complexity(tuning: Tuning, values: Mapping[str, float], eps_v: float) -> di
     return {"K": int(k_int), "K_real": k_real, "expression": tuning.K_expr}
 
 
-def tuned(theorem: "Theorem", K: object = None, eps: object = None, **problem: object) -> dict:
+def tuned(theorem: TunedTheorem, K: object = None, eps: object = None, **problem: object) -> dict:
     """Tuned parameters and the resulting bound (see the module docstring).
 
     Returns ``{"eps": float, "K": int | None, "parameters": {name: value}, "bound": float}``.
@@ -179,7 +190,7 @@ def _smallest_eps(tuning: Tuning, values: Mapping[str, float], k_budget: int) ->
     return hi
 
 
-def _require(theorem: "Theorem") -> Tuning:
+def _require(theorem: TunedTheorem) -> Tuning:
     if theorem.tuning is None:
         raise ValueError(f"{theorem.name} has no tuned corollary")
     return theorem.tuning

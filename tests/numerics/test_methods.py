@@ -10,8 +10,9 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from numerics.methods import EF_MODES, NOISE_BLOCK, RunConfig, run, run_naive
-from numerics.problems import FAMILIES, gaussian_noise, make_problem
+from numerics.methods import EF_MODES, RunConfig, run, run_naive
+from numerics.noise import NOISE_BLOCK, gaussian_noise
+from numerics.problems import FAMILIES, make_problem
 
 #: The reference loop re-associates a few sums (e.g. (1-beta)x + eta d vs x + v): float64 round-off
 #: over <= 40 steps of O(1) quantities stays far below this.
