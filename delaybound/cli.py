@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "delaybound.cmd_theory",    # theory {list,show,check,latex,eval}
     "delaybound.cmd_numerics",  # verify, plot
     "delaybound.cmd_train",     # train
+    "delaybound.cmd_data",      # data {prepare,info}
     "delaybound.cmd_validate",  # validate, sweep
     "delaybound.cmd_bench",     # bench
     "delaybound.demo",          # demo

@@ -73,8 +73,11 @@ def register(subparsers: Any) -> None:
     a("--microbatches", type=int, help="gradient-accumulation microbatches M")
     a("--seq-len", type=int, help="tokens per sequence")
     a("--seed", type=int, help="seed (model init and data order)")
-    a("--data", help="text file/folder or .bin shards (default: stdlib sources)")
-    a("--data-format", choices=["auto", "bytes", "bin"], help="how to read --data")
+    a("--data", help="text file/folder, .bin shards, or a folder from `delaybound data "
+                     "prepare` (its vocabulary becomes the model's) (default: stdlib sources)")
+    a("--data-format", choices=["auto", "bytes", "bin", "shards"], help="how to read --data")
+    a("--vocab-size", type=int, help="model vocabulary (default: the preset's; with a prepared "
+                                     "--data folder the manifest's, which it must not be below)")
     a("--val-data", help=".bin validation shards")
     a("--eval-interval", type=int, help="validation every N steps (0: end only)")
     a("--eval-batches", type=int, help="validation batches per evaluation")
@@ -99,6 +102,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     """The TrainConfig the flags describe (saved config as the base with --resume)."""
     from llm_validation.config import TrainConfig, pipedream_taus, preset
     from llm_validation.rundir import load_config
+    from llm_validation.training.manifest import with_prepared_data
 
     base = TrainConfig()
     if args.resume and args.out and (Path(args.out) / "config.json").exists():
@@ -128,7 +132,12 @@ def config_from_args(args: argparse.Namespace) -> Any:
     elif args.out is None:
         raise ValueError("--resume needs --out DIR (the run to continue)")
     d["run"]["resume"] = bool(args.resume)
-    return TrainConfig.from_dict(d)
+    vocab = args.vocab_size
+    if vocab is None and args.resume and base.data.format == "shards":
+        vocab = base.model.vocab_size               # the resumed run's (maybe padded) vocabulary
+    if vocab is not None:
+        d["model"]["vocab_size"] = vocab
+    return with_prepared_data(TrainConfig.from_dict(d), vocab)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -185,9 +185,12 @@ class DataConfig:
 
     path: str | None = None
     """None: the Python stdlib sources of the running interpreter (the default corpus). Else a
-    text file or folder (byte-level), or ``.bin`` token shards (a file, a glob, or a folder)."""
+    text file or folder (byte-level), ``.bin`` token shards (a file, a glob, or a folder), or a
+    folder written by ``delaybound data prepare`` (``format="shards"``)."""
     format: str = "auto"
-    """``auto`` (``.bin`` suffix or glob means shards, anything else bytes), ``bytes`` or ``bin``."""
+    """``auto`` (``.bin`` suffix or glob means shards, anything else bytes), ``bytes``, ``bin``
+    or ``shards`` (a prepared folder: its ``manifest.json`` names the train and validation
+    shards; the model's vocabulary must cover the manifest's)."""
     val_path: str | None = None
     """Validation shards for ``bin`` data (file or glob); None: ``*val*`` shards in the same
     folder, or else the last ``val_fraction`` of the tokens."""
@@ -201,19 +204,22 @@ class DataConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise TypeError(f"DataConfig.{name}={value!r} must be None or a non-empty str")
-        _choice(self, "format", ("auto", "bytes", "bin"))
+        _choice(self, "format", ("auto", "bytes", "bin", "shards"))
         _int(self, "seq_len", 1)
         _float(self, "val_fraction", 0.0, 0.5, lo_open=True)
-        if self.path is None and self.format == "bin":
-            raise ValueError("DataConfig.format='bin' needs a path to the .bin shards")
+        if self.path is None and self.format in ("bin", "shards"):
+            raise ValueError(f"DataConfig.format={self.format!r} needs a path to the shards")
         if self.val_path is not None and not self.is_bin:
             raise ValueError("DataConfig.val_path is only used with .bin shards")
+        if self.val_path is not None and self.format == "shards":
+            raise ValueError("DataConfig.val_path cannot be used with format='shards' (the "
+                             "prepared folder's manifest names its validation shards)")
 
     @property
     def is_bin(self) -> bool:
-        """True for uint16 token shards, False for byte-level corpora."""
+        """True for uint16 token shards (``bin``, ``shards``), False for byte-level corpora."""
         if self.format != "auto":
-            return self.format == "bin"
+            return self.format in ("bin", "shards")
         return self.path is not None and self.path.endswith(".bin")
 
     @property

@@ -14,6 +14,9 @@ Corpora (:func:`load_corpus`, cached in memory per process):
   tokens), detected per file by the magic number. ``path`` is a shard, a glob or a folder;
   validation shards come from ``val_path``, else the ``*val*`` shards of the folder/glob, else
   the tail ``val_fraction`` of the only shard (or the last shard when there are several).
+- a prepared folder (``format="shards"``, written by ``delaybound data prepare``): the shards
+  its ``manifest.json`` lists (:mod:`llm_validation.training.manifest`), checked against the
+  manifest (tokenizer sha256, token count of every shard) before training starts.
 
 Sampling (:class:`WindowSampler`): batch ``i`` of a stream is a pure function of
 ``(seed, stream, i)`` (numpy PCG64 seeded by ``SeedSequence([seed, stream, i])``): B window
@@ -39,6 +42,7 @@ import torch
 from torch import Tensor
 
 from llm_validation.config import BYTE_VOCAB, DataConfig
+from llm_validation.training.manifest import MANIFEST_NAME, SPLITS, file_sha256, read_manifest
 
 __all__ = [
     "Corpus",
@@ -46,6 +50,8 @@ __all__ = [
     "WindowSampler",
     "load_corpus",
     "stdlib_files",
+    "folder_files",
+    "hash_split",
     "read_bin_shard",
     "write_bin_shard",
     "MODDED_MAGIC",
@@ -96,7 +102,8 @@ class Corpus:
         return BYTE_VOCAB if self.byte_level else None
 
 
-def _hash_split(rel_paths: list[str], val_fraction: float) -> list[bool]:
+def hash_split(rel_paths: list[str], val_fraction: float) -> list[bool]:
+    """Which files are validation: ``crc32(relative path) mod 10000 < val_fraction * 10000``."""
     cut = val_fraction * _SPLIT_BUCKETS
     return [zlib.crc32(r.encode()) % _SPLIT_BUCKETS < cut for r in rel_paths]
 
@@ -116,7 +123,7 @@ def stdlib_files() -> tuple[Path, list[Path]]:
 
 def _bytes_corpus(root: Path, files: list[Path], val_fraction: float, what: str) -> Corpus:
     rels = [f.relative_to(root).as_posix() for f in files]
-    is_val = _hash_split(rels, val_fraction)
+    is_val = hash_split(rels, val_fraction)
     blobs = [f.read_bytes() for f in files]
     train = b"".join(b for b, v in zip(blobs, is_val) if not v)
     val = b"".join(b for b, v in zip(blobs, is_val) if v)
@@ -206,9 +213,41 @@ def _bin_corpus(cfg: DataConfig) -> Corpus:
     return Corpus(TokenArrays(train, "train"), TokenArrays(val, "val"), False, desc)
 
 
+def _shards_corpus(cfg: DataConfig) -> Corpus:
+    root = Path(cfg.path)
+    man = read_manifest(root)
+    tok = root / man.tokenizer_file
+    if not tok.is_file() or file_sha256(tok) != man.tokenizer_sha256:
+        raise ValueError(f"{tok}: missing or its sha256 differs from {MANIFEST_NAME}'s "
+                         f"{man.tokenizer_sha256[:12]}...: the folder was changed after preparing")
+    arrays = {}
+    for split in SPLITS:
+        arrays[split] = []
+        for name, count in man.splits[split].shards:
+            a = read_bin_shard(root / name)
+            if len(a) != count:
+                raise ValueError(f"{root / name}: {len(a)} tokens, {MANIFEST_NAME} says {count}")
+            arrays[split].append(a)
+    desc = {"kind": "shards", "path": cfg.path, "tokenizer": man.tokenizer_spec,
+            "tokenizer_sha256": man.tokenizer_sha256, "vocab_size": man.vocab_size,
+            "split": man.split_rule, "seed": man.seed,
+            "train_tokens": man.splits["train"].tokens, "val_tokens": man.splits["val"].tokens}
+    return Corpus(TokenArrays(arrays["train"], "train"), TokenArrays(arrays["val"], "val"), False,
+                  desc)
+
+
+def folder_files(folder: Path) -> list[Path]:
+    """Every non-hidden regular file under ``folder``, sorted by relative path."""
+    return sorted((f for f in folder.rglob("*") if f.is_file() and not any(
+        part.startswith(".") for part in f.relative_to(folder).parts)),
+        key=lambda f: f.relative_to(folder).as_posix())
+
+
 @lru_cache(maxsize=8)
 def _load_cached(cfg_key: tuple) -> Corpus:
     cfg = DataConfig(**dict(cfg_key))
+    if cfg.format == "shards":
+        return _shards_corpus(cfg)
     if cfg.is_bin:
         return _bin_corpus(cfg)
     if cfg.path is None:
@@ -219,11 +258,12 @@ def _load_cached(cfg_key: tuple) -> Corpus:
         raise FileNotFoundError(f"data path not found: {cfg.path}")
     if p.is_file():
         return _bytes_corpus(p.parent, [p], cfg.val_fraction, "text-file")
-    files = sorted((f for f in p.rglob("*") if f.is_file() and not any(
-        part.startswith(".") for part in f.relative_to(p).parts)),
-        key=lambda f: f.relative_to(p).as_posix())
+    files = folder_files(p)
     if not files:
         raise FileNotFoundError(f"no files under data folder: {cfg.path}")
+    if cfg.format == "auto" and (p / MANIFEST_NAME).is_file():
+        raise ValueError(f"data folder {cfg.path} was prepared by `delaybound data prepare`: "
+                         "pass format='shards' (--data-format shards)")
     if cfg.format == "auto" and any(f.suffix == ".bin" for f in files):
         raise ValueError(f"data folder {cfg.path} contains .bin shards: pass format='bin' "
                          "(--data-format bin) or a '*.bin' glob to read them as tokens")
