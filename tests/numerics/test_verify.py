@@ -98,7 +98,7 @@ def test_assumptions_are_enforced():
         verify("star_convex_delayed", q, RunConfig(eta=0.1, beta=0.5), 10)
     with pytest.raises(ValueError, match="tau = 1"):
         verify("nonconvex_delayed_ef", q, RunConfig(eta=0.1, tau=2, lam=1.0), 10)
-    with pytest.raises(ValueError, match="theorem='nope'"):
+    with pytest.raises(ValueError, match="unknown theorem 'nope'"):
         verify("nope", q, RunConfig(eta=0.1), 10)
 
 
