@@ -36,6 +36,9 @@ __all__ = [
     "OPTIMIZER_LABELS",
     "optimizer_label",
     "SYNC_PIPELINES",
+    "OPTIMIZERS",
+    "SCHEDULES",
+    "CORRECTIONS",
 ]
 
 #: Vocabulary of byte-level corpora.
@@ -229,44 +232,64 @@ class DataConfig:
 
 
 # ----------------------------------------------------------------------------------- optimizer
+#: Base optimizers (``OptimConfig.name``); the library and geometry of each are in
+#: :mod:`llm_validation.training.optim` and docs/llm_validation.md.
+OPTIMIZERS = ("adamw", "muon", "sgd", "normuon", "soap", "lion", "adan", "nadamw")
+#: Learning-rate schedules after warmup (``OptimConfig.schedule``; formula: ``optim.lr_factor``).
+SCHEDULES = ("constant", "cosine", "linear", "wsd")
+
+
 @dataclass(frozen=True, kw_only=True)
 class OptimConfig:
     """The base optimizer (:func:`llm_validation.training.optim.build_optimizer`) and its schedule."""
 
     name: str = "adamw"
-    """``adamw`` (torch.optim.AdamW), ``muon`` (torch.optim.Muon on hidden matrices + AdamW on
-    embeddings, head and norms) or ``sgd`` (torch.optim.SGD with momentum)."""
+    """One of :data:`OPTIMIZERS`: ``adamw`` (torch.optim.AdamW), ``muon`` (torch.optim.Muon on
+    hidden matrices + AdamW on embeddings, head and norms), ``sgd`` (torch.optim.SGD with
+    momentum), ``normuon`` (pytorch_optimizer.NorMuon on hidden matrices + AdamW on the rest),
+    ``soap``, ``lion``, ``adan`` (pytorch_optimizer) or ``nadamw`` (torch.optim.NAdam with
+    decoupled weight decay)."""
     lr: float = 1e-3
-    """Peak learning rate (Muon: of the Muon matrices, shape-adjusted by ``muon_adjust_lr``)."""
+    """Peak learning rate (Muon/NorMuon: of the matrices, shape-adjusted by ``muon_adjust_lr``)."""
     aux_lr: float | None = None
-    """Muon only: peak learning rate of the AdamW part; None means ``lr``."""
+    """Muon/NorMuon only: peak learning rate of the AdamW part; None means ``lr``."""
     weight_decay: float = 0.1
-    """Decoupled weight decay on 2-D weights for AdamW/Muon (norm gains are never decayed);
-    SGD: torch's coupled L2 penalty."""
+    """Decoupled weight decay on 2-D weights (norm gains are never decayed); SGD: torch's
+    coupled L2 penalty."""
     beta1: float = 0.9
-    """AdamW first-moment coefficient."""
+    """First-moment coefficient of the Adam family (AdamW, NAdamW, SOAP, Adan's gradient EMA,
+    the AdamW part of Muon/NorMuon) and Lion's update-interpolation beta."""
     beta2: float = 0.95
-    """AdamW second-moment coefficient."""
+    """Second-moment coefficient of every Adam-family optimizer (AdamW, NAdamW, SOAP, Adan's
+    squared-gradient EMA, NorMuon's row-wise second moment, the AdamW part of Muon/NorMuon)
+    and Lion's momentum beta."""
     eps: float = 1e-8
-    """AdamW epsilon."""
+    """Adam-family epsilon."""
     momentum: float = 0.95
-    """Muon and SGD momentum mu (THEORY.md: alpha = 1 - mu)."""
+    """Muon, NorMuon and SGD momentum mu (THEORY.md: alpha = 1 - mu)."""
     nesterov: bool = True
-    """Nesterov momentum for Muon and SGD."""
+    """Nesterov momentum for Muon, NorMuon and SGD."""
     muon_adjust_lr: str = "match_rms_adamw"
-    """torch.optim.Muon ``adjust_lr_fn``: ``match_rms_adamw`` (one lr for both parts) or
-    ``original`` (Keller Jordan's sqrt(max(1, A/B)))."""
+    """Muon/NorMuon lr shape adjustment: ``match_rms_adamw`` (0.2 sqrt(max(A, B)): one lr for
+    both parts) or ``original`` (Keller Jordan's sqrt(max(1, A/B)))."""
     schedule: str = "cosine"
-    """Decay after warmup: ``constant``, ``cosine`` or ``linear`` (down to min_lr_ratio * lr)."""
+    """Decay after warmup (one of :data:`SCHEDULES`): ``constant``, ``cosine`` or ``linear``
+    (down to min_lr_ratio * lr at ``decay_steps``), or ``wsd`` (warmup-stable-decay: peak lr
+    until the last ``wsd_decay_fraction`` of the run, then linear to min_lr_ratio * lr)."""
     warmup_steps: int = 0
     """Linear warmup length in steps."""
     min_lr_ratio: float = 0.1
-    """Final lr as a fraction of the peak for cosine/linear decay."""
+    """Final lr as a fraction of the peak for cosine/linear/wsd decay."""
     decay_steps: int | None = None
     """Step at which decay ends; None means the run's total steps."""
+    wsd_decay_fraction: float = 0.2
+    """WSD only: fraction in (0, 1] of the steps after warmup spent in the final linear decay."""
+    grad_clip: float = 0.0
+    """Global L2-norm clipping of the gradient the step uses (0 = off): ``g <- g min(1,
+    grad_clip / (||g|| + 1e-6))`` as torch.nn.utils.clip_grad_norm_, over all stages."""
 
     def __post_init__(self) -> None:
-        _choice(self, "name", ("adamw", "muon", "sgd"))
+        _choice(self, "name", OPTIMIZERS)
         _float(self, "lr", 0.0, lo_open=True)
         if self.aux_lr is not None:
             _float(self, "aux_lr", 0.0, lo_open=True)
@@ -283,11 +306,13 @@ class OptimConfig:
         if self.nesterov and self.momentum == 0.0 and self.name == "sgd":
             raise ValueError("OptimConfig.nesterov=True needs momentum > 0 for sgd")
         _choice(self, "muon_adjust_lr", ("match_rms_adamw", "original"))
-        _choice(self, "schedule", ("constant", "cosine", "linear"))
+        _choice(self, "schedule", SCHEDULES)
         _int(self, "warmup_steps", 0)
         _float(self, "min_lr_ratio", 0.0, 1.0)
         if self.decay_steps is not None:
             _int(self, "decay_steps", 1)
+        _float(self, "wsd_decay_fraction", 0.0, 1.0, lo_open=True)
+        _float(self, "grad_clip", 0.0)
 
 
 # --------------------------------------------------------------------------------------- delay
@@ -296,6 +321,10 @@ def pipedream_taus(stages: int) -> tuple[int, ...]:
     if isinstance(stages, bool) or not isinstance(stages, int) or stages < 1:
         raise ValueError(f"stages={stages!r} must be an int >= 1")
     return tuple(stages - 1 - s for s in range(stages))
+
+
+#: Delay corrections (``DelayConfig.correction``; formulas: ``training.corrections``).
+CORRECTIONS = ("none", "dcasgd", "nesterov")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -314,11 +343,40 @@ class DelayConfig:
     """Per-stage delays (original PipeDream: :func:`pipedream_taus`): the model is cut into
     ``len(stage_taus)`` contiguous stages as ``Transformer.split`` does, and the parameters of
     stage s read weights ``stage_taus[s]`` steps old."""
+    sync_start: int = 0
+    """The first ``sync_start`` steps run with tau = 0 (the delay switches on at that step and
+    its read point is then ``W(step - tau)``). Emulated runs only."""
+    sync_cooldown: int = 0
+    """The last ``sync_cooldown`` steps of the run (``RunConfig.steps``) run with tau = 0 (each
+    reads ``W(t)``). Emulated runs only."""
+    correction: str = "none"
+    """Delay correction (one of :data:`CORRECTIONS`, next to EF): ``none``; ``dcasgd``
+    (Zheng et al. 2017: the gradient becomes ``g + c g*g*(W(t) - read point)``); ``nesterov``
+    (a Nesterov look-ahead on the base update, ``llm_validation.training.corrections``)."""
+    correction_coef: float = 0.0
+    """Coefficient c of the correction: DC-ASGD's lambda (> 0), or the look-ahead momentum
+    gamma in (0, 1); must be 0 with ``correction='none'``."""
 
     def __post_init__(self) -> None:
         _int(self, "tau", 0)
         _float(self, "ef_lambda", 0.0)
         _choice(self, "ef_level", ("update", "grad"))
+        _int(self, "sync_start", 0)
+        _int(self, "sync_cooldown", 0)
+        _choice(self, "correction", CORRECTIONS)
+        _float(self, "correction_coef", 0.0)
+        if self.correction == "none" and self.correction_coef != 0.0:
+            raise ValueError(f"DelayConfig.correction_coef={self.correction_coef} needs a "
+                             f"correction (one of {list(CORRECTIONS[1:])})")
+        if self.correction != "none" and self.correction_coef <= 0.0:
+            raise ValueError(f"DelayConfig.correction={self.correction!r} needs "
+                             "correction_coef > 0 (0 would be no correction)")
+        if self.correction == "nesterov" and self.correction_coef >= 1.0:
+            raise ValueError(f"DelayConfig.correction_coef={self.correction_coef} is the "
+                             "look-ahead momentum of 'nesterov' and must be < 1")
+        if self.correction == "nesterov" and self.uses_ef and self.ef_level == "update":
+            raise ValueError("DelayConfig: correction='nesterov' and update-level EF both "
+                             "rewrite the applied update; use one of them (or ef_level='grad')")
         if self.stage_taus is not None:
             taus = self.stage_taus
             if isinstance(taus, list):
@@ -337,6 +395,11 @@ class DelayConfig:
     def uses_ef(self) -> bool:
         """True when Error Feedback is on (lam > 0)."""
         return self.ef_lambda > 0.0
+
+    @property
+    def uses_sync_phases(self) -> bool:
+        """True when some steps run without delay (``sync_start`` or ``sync_cooldown`` > 0)."""
+        return self.sync_start > 0 or self.sync_cooldown > 0
 
 
 # ----------------------------------------------------------------------------------------- run
@@ -392,6 +455,12 @@ class RunConfig:
     ``gpipe`` or ``1f1b`` (synchronous pipeline baselines)."""
     stages: int = 1
     """Pipeline stages P (>= 2 when pipeline is not ``none``)."""
+    data_parallel: int = 1
+    """Data-parallel replicas D: the run has P x D processes (a 2-D device mesh ("dp", "pp"));
+    each replica of a stage takes ``batch_size / D`` sequences of every batch, cut into
+    ``microbatches`` microbatches, and the stage's gradients are averaged over its D replicas
+    before the step. With ``pipeline='none'`` and D > 1 the emulated delay and EF run on D
+    processes. ``batch_size`` must be divisible by ``D * microbatches``."""
     resume: bool = False
     """Continue from the latest checkpoint of ``out_dir`` (a larger ``steps`` extends the run)."""
     profile: bool = False
@@ -418,6 +487,12 @@ class RunConfig:
         _choice(self, "dtype", ("float32", "bfloat16"))
         _choice(self, "pipeline", ("none", *PIPELINE_KINDS))
         _int(self, "stages", 1)
+        _int(self, "data_parallel", 1)
+        if self.batch_size % (self.data_parallel * self.microbatches):
+            raise ValueError(f"RunConfig.batch_size={self.batch_size} must be divisible by "
+                             f"data_parallel x microbatches = {self.data_parallel} x "
+                             f"{self.microbatches} (each replica cuts its share of the batch "
+                             "into microbatches)")
         _bool(self, "resume")
         if self.pipeline == "none" and self.stages != 1:
             raise ValueError(f"RunConfig.stages={self.stages} needs a pipeline (pipeline='none' "
@@ -462,6 +537,14 @@ class TrainConfig:
             raise ValueError(f"DelayConfig.stage_taus has {len(self.delay.stage_taus)} stages but "
                              f"the model has only n_layer={self.model.n_layer} blocks")
         run = self.run
+        if run.pipeline == "none" and run.data_parallel > 1:
+            extra = [f.name for f in dataclasses.fields(self.delay)
+                     if f.name not in ("tau", "ef_lambda", "ef_level")
+                     and getattr(self.delay, f.name) != f.default]
+            if extra:
+                raise ValueError(f"DelayConfig.{extra[0]}={getattr(self.delay, extra[0])!r} is "
+                                 "not supported with data_parallel > 1 (the data-parallel "
+                                 "emulation runs tau, ef_lambda and ef_level only)")
         if run.pipeline != "none":
             if run.stages > self.model.n_layer:
                 raise ValueError(f"RunConfig.stages={run.stages} exceeds "
@@ -471,6 +554,11 @@ class TrainConfig:
             if self.delay.stage_taus is not None:
                 raise ValueError("DelayConfig.stage_taus is the single-process emulation of "
                                  "PipeDream; it cannot be combined with a real pipeline")
+            if self.delay.uses_sync_phases:
+                raise ValueError(f"DelayConfig.sync_start={self.delay.sync_start} and "
+                                 f"sync_cooldown={self.delay.sync_cooldown} must be 0 with "
+                                 f"pipeline={run.pipeline!r}: the real pipeline has no flush "
+                                 "to switch the delay off and on")
             if run.pipeline == "2bw" and self.delay.tau != 1:
                 raise ValueError(f"pipeline='2bw' has delay tau=1 by construction; got "
                                  f"DelayConfig.tau={self.delay.tau}")

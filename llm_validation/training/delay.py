@@ -12,6 +12,21 @@ Gradient-level EF instead feeds the base optimizer ``(1 + lam) g_t - lam g_{t-1}
 ``grad_ef_mix``, written once there. The paper's ``x_{t+1} = x_t - u_{t-1} - lam (u_{t-1} -
 u_{t-2})`` is the same rule with ``u = -v`` and its t shifted by one.
 
+Knobs (``DelayConfig`` / ``OptimConfig``), in the order one step applies them:
+
+- sync phases: step t runs with ``tau_t = effective_tau(t, tau, sync_start, sync_cooldown,
+  total_steps)`` (0 for the first ``sync_start`` and the last ``sync_cooldown`` steps); the
+  ring keeps every version meanwhile, so the step where the delay switches on reads
+  ``W(t - tau)`` and a cooldown step reads ``W(t)``; EF is unchanged by the phases;
+- DC-ASGD (``correction='dcasgd'``) compensates ``g_t`` towards W(t) before anything else;
+- gradient-level EF mixes the (compensated) gradients;
+- ``grad_clip``: global L2 clipping of the gradient the base step uses, ``g <- g min(1, c /
+  (||g|| + 1e-6))`` (torch.nn.utils.clip_grad_norm_'s rule; per-tensor norms in float32 as
+  torch, their squares summed in float64 and passed through ``reduce_sq``, the pipeline's sum
+  over stages, before the square root);
+- base step; then update-level EF or the Nesterov look-ahead (``correction='nesterov'``) on
+  the base update. The correction formulas: :mod:`llm_validation.training.corrections`.
+
 Usage protocol (the pipeline and the tests rely on it)::
 
     opt = DelayedOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3), tau=1, ef_lambda=1.0)
@@ -29,17 +44,9 @@ copies ``W(t)`` into the ring slot that ``W(t - tau)`` has just vacated (one cop
 Per-group delays (original PipeDream, stage s of P reads weights P - 1 - s steps old):
 ``group_taus`` gives one tau per ``optimizer.param_groups`` entry.
 
-Per-stage reuse (the pipeline runtime): :class:`UpdateErrorFeedback` and
-:class:`GradErrorFeedback` act on any list of parameters on their own::
-
-    ef = UpdateErrorFeedback(stage_params, lam)      # holds v_{t-1}, starts at 0
-    before = [p.detach().clone() for p in stage_params]   # W(t) of this stage
-    base_optimizer.step()                            # p = W_base
-    ef.apply(before)                                 # p = W_base + lam (v_t - v_{t-1})
-
-    gef = GradErrorFeedback(stage_params, lam)
-    gef.mix()                                        # p.grad = (1 + lam) g_t - lam g_{t-1}
-    base_optimizer.step()
+Per-stage reuse (the pipeline runtime): :meth:`DelayedOptimizer.from_config` with the stage's
+optimizer (tau = 0 there: the schedule makes the delay); :class:`UpdateErrorFeedback` and
+:class:`GradErrorFeedback` (``corrections``, re-exported here) act on any parameter list.
 
 Reference: PipeDream-2BW (Narayanan et al., 2021) weight stashing with one version; the EF rule
 and its virtual iterate ``z_t = x_t - lam v_{t-1}`` are THEORY.md result 5.
@@ -50,137 +57,87 @@ from __future__ import annotations
 import copy
 import math
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 from torch import Tensor
 
-from theory.update_rules import ef_correct, grad_ef_mix, read_index
+from llm_validation.config import CORRECTIONS, TrainConfig
+from llm_validation.training.corrections import (DCASGD, EF_CHUNK, EF_LEVELS,  # noqa: F401
+                                                  GradErrorFeedback, NesterovLookahead,
+                                                  UpdateErrorFeedback, _check_lam, _copy_into)
+from theory.update_rules import read_index
 
-__all__ = ["DelayedOptimizer", "UpdateErrorFeedback", "GradErrorFeedback", "EF_LEVELS"]
+__all__ = ["DelayedOptimizer", "UpdateErrorFeedback", "GradErrorFeedback", "EF_LEVELS",
+           "effective_tau", "clip_scale", "CLIP_EPS"]
 
-EF_LEVELS = ("update", "grad")
-#: Elements per slice of the EF loops on CPU: temporaries of 64Ki floats (256 KiB) stay in
-#: cache and are recycled by the allocator; whole-tensor temporaries made update-level EF about
-#: 3x slower on the ``small`` preset (page faults of fresh large allocations). Elementwise, so
-#: the result is bitwise the same. CUDA tensors are processed whole.
-EF_CHUNK = 1 << 16
-
-
-def _check_lam(lam: Any) -> float:
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) \
-            or lam < 0:
-        raise ValueError(f"ef_lambda={lam!r} must be a finite real >= 0")
-    return float(lam)
+#: The 1e-6 torch.nn.utils.clip_grad_norm_ adds to the norm before dividing.
+CLIP_EPS = 1e-6
 
 
-def _slices(*tensors: Tensor) -> Iterator[tuple[Tensor, ...]]:
-    """Aligned flat slices of same-shape tensors (whole tensors on CUDA or if not contiguous)."""
-    if tensors[0].is_cuda or not all(t.is_contiguous() for t in tensors):
-        yield tensors
-        return
-    flat = [t.view(-1) for t in tensors]
-    for i in range(0, flat[0].numel(), EF_CHUNK):
-        yield tuple(f[i:i + EF_CHUNK] for f in flat)
+def effective_tau(step: int, tau: int, sync_start: int = 0, sync_cooldown: int = 0,
+                  total_steps: int | None = None) -> int:
+    """The delay of step ``step`` (pure): 0 for the first ``sync_start`` steps and the last
+    ``sync_cooldown`` of ``total_steps``, else ``tau``. The read point is ``W(max(step -
+    effective_tau, 0))``: W(step - tau) where the delay switches on, W(step) in a cooldown."""
+    for name, value in (("step", step), ("tau", tau), ("sync_start", sync_start),
+                        ("sync_cooldown", sync_cooldown)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"effective_tau: {name}={value!r} must be an int >= 0")
+    if step < sync_start:
+        return 0
+    if sync_cooldown:
+        if total_steps is None:
+            raise ValueError("effective_tau: sync_cooldown > 0 needs total_steps")
+        if step >= total_steps - sync_cooldown:
+            return 0
+    return tau
 
 
-def _copy_into(dst: list[Tensor], src: Sequence[Tensor], what: str) -> None:
-    if len(src) != len(dst):
-        raise ValueError(f"{what}: expected {len(dst)} tensors, got {len(src)}")
-    for d, s in zip(dst, src):
-        if d.shape != s.shape:
-            raise ValueError(f"{what}: shape {tuple(s.shape)} does not match {tuple(d.shape)}")
-        d.copy_(s)
-
-
-class UpdateErrorFeedback:
-    """Update-level EF on a list of parameters: ``p <- ef_correct(p, v, v_prev, lam)`` with
-    ``v = p - before`` the base update just applied; keeps ``v_prev`` (``v_{-1} = 0``)."""
-
-    def __init__(self, params: Sequence[Tensor], lam: float) -> None:
-        self.params = list(params)
-        self.lam = _check_lam(lam)
-        self.v_prev = [torch.zeros_like(p, memory_format=torch.preserve_format)
-                       for p in self.params]  # v_{t-1}, one buffer per parameter
-
-    @torch.no_grad()
-    def apply(self, before: Sequence[Tensor]) -> None:
-        """``before[i]`` = the parameter before the base step; afterwards ``v_prev`` = v_t."""
-        if len(before) != len(self.params):
-            raise ValueError(f"apply: expected {len(self.params)} tensors, got {len(before)}")
-        for whole in zip(self.params, before, self.v_prev):
-            for p, b, vp in _slices(*whole):
-                v = p - b                                  # v_t = W_base - W(t)
-                p.copy_(ef_correct(p, v, vp, self.lam))    # W_base + lam (v_t - v_{t-1})
-                vp.copy_(v)
-
-    def buffers(self) -> list[Tensor]:
-        return list(self.v_prev)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"lam": self.lam, "v_prev": [v.clone() for v in self.v_prev]}
-
-    def load_state_dict(self, sd: Mapping[str, Any]) -> None:
-        if float(sd["lam"]) != self.lam:
-            raise ValueError(f"UpdateErrorFeedback: checkpoint lam={sd['lam']} != {self.lam}")
-        _copy_into(self.v_prev, sd["v_prev"], "UpdateErrorFeedback.v_prev")
-
-
-class GradErrorFeedback:
-    """Gradient-level EF on a list of parameters: ``p.grad <- (1 + lam) g_t - lam g_{t-1}``."""
-
-    def __init__(self, params: Sequence[Tensor], lam: float) -> None:
-        self.params = list(params)
-        self.lam = _check_lam(lam)
-        self.g_prev = [torch.zeros_like(p, memory_format=torch.preserve_format)
-                       for p in self.params]  # g_{t-1}, one buffer per parameter
-        self.started = False                  # False: g_{-1} = g_0 (plain gradient at t = 0)
-
-    @torch.no_grad()
-    def mix(self) -> None:
-        """Replace each ``p.grad`` by the EF mix and remember the raw gradient."""
-        for p, gp in zip(self.params, self.g_prev):
-            if p.grad is None:
-                raise ValueError("GradErrorFeedback.mix: a parameter has no gradient")
-            for g, gpc in _slices(p.grad, gp):
-                mixed = grad_ef_mix(g, gpc if self.started else None, self.lam)
-                gpc.copy_(g)
-                g.copy_(mixed)
-        self.started = True
-
-    def buffers(self) -> list[Tensor]:
-        return list(self.g_prev)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"lam": self.lam, "started": self.started,
-                "g_prev": [g.clone() for g in self.g_prev]}
-
-    def load_state_dict(self, sd: Mapping[str, Any]) -> None:
-        if float(sd["lam"]) != self.lam:
-            raise ValueError(f"GradErrorFeedback: checkpoint lam={sd['lam']} != {self.lam}")
-        _copy_into(self.g_prev, sd["g_prev"], "GradErrorFeedback.g_prev")
-        self.started = bool(sd["started"])
+def clip_scale(total_norm: float, max_norm: float) -> float:
+    """Factor of global-norm clipping, as ``torch.nn.utils.clip_grad_norm_``:
+    ``min(1, max_norm / (total_norm + 1e-6))``."""
+    return min(1.0, max_norm / (total_norm + CLIP_EPS))
 
 
 class DelayedOptimizer:
-    """``DelayedOptimizer(optimizer, tau=1, ef_lambda=0.0, ef_level="update", group_taus=None)``.
+    """``DelayedOptimizer(optimizer, tau=1, ef_lambda=0.0, ef_level="update", group_taus=None,
+    *, sync_start=0, sync_cooldown=0, total_steps=None, correction="none", correction_coef=0.0,
+    grad_clip=0.0, reduce_sq=None, external_read=False)``; :meth:`from_config` builds it from a
+    ``TrainConfig`` (the one factory of the training loop and of every pipeline stage).
 
     Wraps ``optimizer`` (anything with ``param_groups``, ``step``, ``zero_grad``, ``state_dict``,
-    ``load_state_dict``) so that the gradient of step t is taken at ``W(t - tau)``; see the
-    module docstring. ``tau = 0, ef_lambda = 0`` is the bare optimizer, bitwise.
+    ``load_state_dict``) so that the gradient of step t is taken at ``W(t - tau_t)``; one step
+    applies the knobs in the module docstring's order. ``tau = 0, ef_lambda = 0`` (no
+    correction, no clipping) is the bare optimizer, bitwise. ``external_read``: the delay comes
+    from outside (a pipeline stage, tau = 0 here) and DC-ASGD needs ``step(read_point=...)``.
 
-    For the statistics: :meth:`read_weights` (the delayed read point of step t), ``ef.v_prev``
-    (the previous base update, with update-level EF), and after ``step(record=True)``:
+    For the statistics: :meth:`read_weights` (the delayed read point of step t),
+    :attr:`current_tau`, ``ef.v_prev`` (the previous base update, with update-level EF),
+    ``last_grad_norm`` (pre-clip global norm, when clipping), and after ``step(record=True)``:
     ``last_base_update`` (v_t) and ``last_update`` (the applied displacement W(t+1) - W(t)).
     """
 
     def __init__(self, optimizer: Any, tau: int = 1, ef_lambda: float = 0.0,
-                 ef_level: str = "update", group_taus: Sequence[int] | None = None) -> None:
+                 ef_level: str = "update", group_taus: Sequence[int] | None = None, *,
+                 sync_start: int = 0, sync_cooldown: int = 0, total_steps: int | None = None,
+                 correction: str = "none", correction_coef: float = 0.0, grad_clip: float = 0.0,
+                 reduce_sq: Callable[[float], float] | None = None,
+                 external_read: bool = False) -> None:
         if isinstance(tau, bool) or not isinstance(tau, int) or tau < 0:
             raise ValueError(f"tau={tau!r} must be an int >= 0")
         lam = _check_lam(ef_lambda)
         if ef_level not in EF_LEVELS:
             raise ValueError(f"ef_level={ef_level!r} is not one of {list(EF_LEVELS)}")
+        if correction not in CORRECTIONS:
+            raise ValueError(f"correction={correction!r} is not one of {list(CORRECTIONS)}")
+        if correction == "nesterov" and lam > 0 and ef_level == "update":
+            raise ValueError("correction='nesterov' and update-level EF both rewrite the "
+                             "applied update; use one of them")
+        if isinstance(grad_clip, bool) or not isinstance(grad_clip, (int, float)) \
+                or not math.isfinite(grad_clip) or grad_clip < 0:
+            raise ValueError(f"grad_clip={grad_clip!r} must be a finite real >= 0")
+        effective_tau(0, 0, sync_start, sync_cooldown, total_steps)      # validates the knobs
         groups = optimizer.param_groups
         if group_taus is not None:
             group_taus = list(group_taus)
@@ -190,6 +147,9 @@ class DelayedOptimizer:
                                  "(one per optimizer param group)")
         self.optimizer = optimizer
         self.ef_lambda, self.ef_level = lam, ef_level
+        self.sync_start, self.sync_cooldown = sync_start, sync_cooldown
+        self.total_steps = total_steps
+        self.grad_clip, self.reduce_sq = float(grad_clip), reduce_sq
         self.params: list[Tensor] = []
         self.taus: list[int] = []
         seen: set[int] = set()
@@ -207,11 +167,45 @@ class DelayedOptimizer:
         on = lam > 0.0
         self.ef = UpdateErrorFeedback(self.params, lam) if on and ef_level == "update" else None
         self.gef = GradErrorFeedback(self.params, lam) if on and ef_level == "grad" else None
+        self.correction = correction
+        self.correction_coef = 0.0 if correction == "none" else float(correction_coef)
+        self.dc = DCASGD(self.params, correction_coef) if correction == "dcasgd" else None
+        self.lookahead = NesterovLookahead(self.params, correction_coef) \
+            if correction == "nesterov" else None
+        self.external_read = bool(external_read)
         self.t = 0                 # number of steps taken
-        self._inside = False
-        self._read_done = False
+        self._inside = self._read_done = False
         self.last_base_update: list[Tensor] | None = None
         self.last_update: list[Tensor] | None = None
+        self.last_grad_norm: float | None = None
+
+    @classmethod
+    def from_config(cls, base: Any, cfg: TrainConfig, *, group_taus: Sequence[int] | None = None,
+                    reduce_sq: Callable[[float], float] | None = None) -> "DelayedOptimizer":
+        """The wrapper ``cfg`` describes around ``base``. Emulated runs: ``cfg.delay.tau`` or
+        ``group_taus`` (default ``stage_taus[group['stage']]``, from ``build_optimizer(...,
+        param_stage=...)``) and the sync phases. A pipeline stage: tau = 0 (the schedule makes
+        the delay; DC-ASGD on 2BW then needs ``step(read_point=...)``). Both: EF, correction,
+        clipping (``reduce_sq`` sums the stages' squared norms)."""
+        if not isinstance(cfg, TrainConfig):
+            raise TypeError(f"from_config needs a TrainConfig, got {type(cfg).__name__}")
+        d, emulated = cfg.delay, cfg.run.pipeline == "none"
+        if not emulated and group_taus is not None:
+            raise ValueError("from_config: group_taus is for emulated runs; a pipeline stage "
+                             "gets its delay from the schedule")
+        if emulated and group_taus is None and d.stage_taus is not None:
+            stages = [g.get("stage", 0) for g in base.param_groups]
+            if sorted(set(stages)) != list(range(len(d.stage_taus))):
+                raise ValueError(f"from_config: stage_taus has {len(d.stage_taus)} stages but the "
+                                 f"optimizer groups cover stages {sorted(set(stages))}; build it "
+                                 "with build_optimizer(..., param_stage=...)")
+            group_taus = [d.stage_taus[s] for s in stages]
+        return cls(base, tau=d.tau if emulated else 0, ef_lambda=d.ef_lambda,
+                   ef_level=d.ef_level, group_taus=group_taus, sync_start=d.sync_start,
+                   sync_cooldown=d.sync_cooldown, total_steps=cfg.run.steps,
+                   correction=d.correction, correction_coef=d.correction_coef,
+                   grad_clip=cfg.optim.grad_clip, reduce_sq=reduce_sq,
+                   external_read=cfg.run.pipeline == "2bw" and d.correction == "dcasgd")
 
     # ---------------------------------------------------------------- torch-optimizer surface
     @property
@@ -226,50 +220,83 @@ class DelayedOptimizer:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
     # ------------------------------------------------------------------------------- delay
+    def _tau_now(self, i: int) -> int:
+        return effective_tau(self.t, self.taus[i], self.sync_start, self.sync_cooldown,
+                             self.total_steps)
+
+    @property
+    def current_tau(self) -> int:
+        """The largest delay of step t (0 in a sync phase)."""
+        return max((self._tau_now(i) for i in range(len(self.params))), default=0)
+
     def read_index(self, i: int) -> int:
-        """Index of the weights parameter i is read at in step t: ``max(t - tau_i, 0)``."""
-        return read_index(self.t, self.taus[i])
+        """Index of the weights parameter i is read at in step t: ``max(t - tau_i(t), 0)``."""
+        return read_index(self.t, self._tau_now(i))
+
+    def _read_slots(self) -> list[Tensor | None]:
+        """Ring slot holding each parameter's read point at step t (None: W(t) itself). Slot
+        ``j mod tau_p`` holds W(j) for the last tau_p steps, and W(0) where not yet written."""
+        return [h[(self.t - e) % tp] if (e := self._tau_now(i)) else None
+                for i, (h, tp) in enumerate(zip(self.history, self.taus))]
 
     def read_weights(self) -> list[Tensor]:
-        """The delayed read point W(t - tau_p) of every parameter (outside the block, before
+        """The delayed read point W(t - tau_p(t)) of every parameter (outside the block, before
         ``step``). Views of internal buffers: do not modify."""
         if self._inside:
             return [p.detach() for p in self.params]
-        return [h[self.t % tp] if tp else p.detach()
-                for p, h, tp in zip(self.params, self.history, self.taus)]
+        return [p.detach() if s is None else s for p, s in zip(self.params, self._read_slots())]
 
-    def _swap(self) -> None:
-        for p, h, tp in zip(self.params, self.history, self.taus):
-            if tp:
-                slot = self.t % tp
-                p.data, h[slot] = h[slot], p.data
+    def _swap(self, slots: list[Tensor | None]) -> None:
+        for p, s in zip(self.params, slots):
+            if s is not None:
+                p.data, s.data = s.data, p.data
 
     @contextmanager
     def delayed_weights(self) -> Iterator[None]:
-        """Inside the block every parameter holds its read point ``W(max(t - tau_p, 0))``."""
+        """Inside the block every parameter holds its read point ``W(max(t - tau_p(t), 0))``."""
         if self._inside:
             raise RuntimeError("delayed_weights() is not re-entrant")
+        slots = self._read_slots()
         with torch.no_grad():
-            self._swap()
+            self._swap(slots)
         self._inside = True
         try:
             yield
         finally:
             with torch.no_grad():
-                self._swap()
+                self._swap(slots)
             self._inside = False
             self._read_done = True
 
     @torch.no_grad()
-    def step(self, record: bool = False) -> None:
-        """Base step on W(t) with the delayed gradients, then EF; ``record=True`` keeps
-        ``last_base_update`` and ``last_update`` (costs two parameter-sized temporaries)."""
+    def _clip(self) -> None:
+        """Global L2 clipping of the gradients the base step will use (``grad_clip``)."""
+        grads = [p.grad for p in self.params if p.grad is not None]
+        norms = torch._foreach_norm(grads) if grads else []          # float32, as torch's clip
+        sq = float(torch.stack([n.double() for n in norms]).square().sum()) if norms else 0.0
+        total = math.sqrt(self.reduce_sq(sq) if self.reduce_sq is not None else sq)
+        self.last_grad_norm = total
+        scale = clip_scale(total, self.grad_clip)
+        if scale < 1.0:
+            torch._foreach_mul_(grads, scale)
+
+    @torch.no_grad()
+    def step(self, record: bool = False, read_point: Sequence[Tensor] | None = None) -> None:
+        """Base step on W(t) with the delayed gradients, then EF / the look-ahead;
+        ``record=True`` keeps ``last_base_update`` and ``last_update`` (two parameter-sized
+        temporaries). ``read_point``: the weights the gradients were taken at, for DC-ASGD
+        when the delay comes from outside (``external_read``)."""
         if self._inside:
             raise RuntimeError("step() called inside delayed_weights()")
         if self.tau > 0 and not self._read_done:
             raise RuntimeError("DelayedOptimizer.step(): compute the gradients inside "
                                "`with opt.delayed_weights():` first")
-        need_before = self.ef is not None or record
+        if self.dc is not None:              # before the ring slot of W(t - tau) is reused
+            if read_point is None and self.external_read:
+                raise RuntimeError("DelayedOptimizer.step(): DC-ASGD on a pipeline stage needs "
+                                   "read_point= (the stashed weights of this step's gradients)")
+            self.dc.apply(self._read_slots() if read_point is None else list(read_point))
+        need_before = self.ef is not None or self.lookahead is not None or record
         before: list[Tensor] = []
         for p, h, tp in zip(self.params, self.history, self.taus):
             if tp:  # W(t - tau) is no longer needed: its slot now keeps W(t)
@@ -280,10 +307,14 @@ class DelayedOptimizer:
                 before.append(p.detach().clone())
         if self.gef is not None:
             self.gef.mix()
+        if self.grad_clip > 0:
+            self._clip()
         self.optimizer.step()
         base = [p - b for p, b in zip(self.params, before)] if record else None
         if self.ef is not None:
             self.ef.apply(before)
+        if self.lookahead is not None:
+            self.lookahead.apply(before)
         if record:
             self.last_base_update = base
             self.last_update = [p - b for p, b in zip(self.params, before)]
@@ -311,9 +342,10 @@ class DelayedOptimizer:
 
     # ---------------------------------------------------------------------------- memory
     def extra_buffers(self) -> list[Tensor]:
-        """Every persistent tensor the wrapper adds: tau_p ring slots per parameter + EF."""
+        """Every persistent tensor the wrapper adds: tau_p ring slots per parameter, EF and
+        the look-ahead direction (one parameter copy each)."""
         bufs = [t for h in self.history for t in h]
-        for ef in (self.ef, self.gef):
+        for ef in (self.ef, self.gef, self.lookahead):
             if ef is not None:
                 bufs.extend(ef.buffers())
         return bufs
@@ -328,7 +360,8 @@ class DelayedOptimizer:
 
     # ---------------------------------------------------------------------------- checkpoint
     def state_dict(self) -> dict[str, Any]:
-        """Base optimizer state, step count, every stashed weight version and EF buffer."""
+        """Base optimizer state, step count, every stashed weight version, EF and
+        correction buffers."""
         return {
             "optimizer": self.optimizer.state_dict(),
             "t": self.t,
@@ -338,6 +371,9 @@ class DelayedOptimizer:
             "history": [[t.clone() for t in h] for h in self.history],
             "ef": None if self.ef is None else self.ef.state_dict(),
             "gef": None if self.gef is None else self.gef.state_dict(),
+            "correction": self.correction,
+            "correction_coef": self.correction_coef,
+            "lookahead": None if self.lookahead is None else self.lookahead.state_dict(),
         }
 
     @torch.no_grad()
@@ -347,6 +383,10 @@ class DelayedOptimizer:
         if float(sd["ef_lambda"]) != self.ef_lambda or sd["ef_level"] != self.ef_level:
             raise ValueError("DelayedOptimizer.load_state_dict: checkpoint EF settings differ "
                              f"(lam={sd['ef_lambda']}, level={sd['ef_level']})")
+        saved = (sd.get("correction", "none"), float(sd.get("correction_coef", 0.0)))
+        if saved != (self.correction, self.correction_coef):
+            raise ValueError("DelayedOptimizer.load_state_dict: checkpoint correction differs "
+                             f"({saved[0]}, coef={saved[1]})")
         self.optimizer.load_state_dict(sd["optimizer"])
         for h, src in zip(self.history, sd["history"]):
             _copy_into(h, src, "DelayedOptimizer.history")
@@ -354,5 +394,7 @@ class DelayedOptimizer:
             self.ef.load_state_dict(sd["ef"])
         if self.gef is not None:
             self.gef.load_state_dict(sd["gef"])
+        if self.lookahead is not None:
+            self.lookahead.load_state_dict(sd["lookahead"])
         self.t = int(sd["t"])
         self._read_done = False

@@ -1,26 +1,54 @@
-"""Base optimizers (AdamW, Muon + AdamW, SGD with momentum) and the learning-rate schedule.
+"""Base optimizers (the paper's six: AdamW, Muon, NorMuon, SOAP, Lion, Adan; plus SGD and NAdamW)
+and the learning-rate schedule.
 
 :func:`build_optimizer` takes a module or an iterable of ``(name, parameter)`` pairs, so a
 pipeline stage builds its optimizer over its own stage module. Parameter groups carry extra keys:
-``base_lr`` (the peak lr the schedule scales), ``kind`` (``adamw``, ``muon`` or ``sgd``: which
-update rule, hence which geometry the statistics use), ``stage`` (the stage index when
+``base_lr`` (the peak lr the schedule scales), ``kind`` (which update rule: the optimizer's
+name, or ``adamw`` for the AdamW part of Muon/NorMuon), ``geometry`` (``spectral``, ``linf`` or
+``l2``: the norm the statistics use, see below), ``stage`` (the stage index when
 ``param_stage`` is given, else 0) and ``labels`` (parameter names, for reports).
 
-Muon: ``torch.optim.Muon`` on the hidden 2-D matrices of the blocks (attention q/k/v/o, MLP
-gate/up/down), ``torch.optim.AdamW`` on the embedding, the head and the norm gains (the usual
-split). The two are combined in :class:`ChainedOptimizer`, which behaves as a torch optimizer for
-everything this project uses (``param_groups``, ``state``, ``step``, ``zero_grad``,
-``state_dict``, ``load_state_dict``).
+- ``adamw``: ``torch.optim.AdamW``; every group l_inf.
+- ``nadamw``: ``torch.optim.NAdam(decoupled_weight_decay=True)``; l_inf.
+- ``sgd``: ``torch.optim.SGD`` (momentum, Nesterov); l2.
+- ``muon``: ``torch.optim.Muon`` on hidden matrices (spectral) + ``torch.optim.AdamW`` (l_inf).
+- ``normuon``: ``pytorch_optimizer.NorMuon`` on hidden matrices (spectral) + ``torch.optim.AdamW``.
+- ``soap``: ``pytorch_optimizer.SOAP``; matrices preconditioned on both sides spectral, vectors
+  and matrices with a side over :data:`SOAP_MAX_PRECONDITION_DIM` l_inf.
+- ``lion``: ``pytorch_optimizer.Lion``; l_inf.  ``adan``: ``pytorch_optimizer.Adan``; l_inf.
 
-Weight decay: decoupled (AdamW, Muon) on 2-D weights only; norm gains are never decayed. For SGD
-torch's ``weight_decay`` is a coupled L2 penalty.
+Muon-like optimizers (``muon``, ``normuon``) act on the hidden 2-D matrices of the blocks
+(attention q/k/v/o, MLP gate/up/down); ``torch.optim.AdamW`` takes the embedding, the head and
+the norm gains (the usual split), so the AdamW part of a Muon and a NorMuon run is the same
+rule. The two optimizers are combined in :class:`ChainedOptimizer`, which behaves as a torch
+optimizer for everything this project uses (``param_groups``, ``state``, ``step``,
+``zero_grad``, ``state_dict``, ``load_state_dict``). NorMuon (Li et al. 2025) is Muon followed
+by a row-wise second-moment normalisation (``beta2``) that keeps the update's Frobenius norm
+(``update_scale='preserve_norm'``, the official code's choice); its lr uses the same shape
+adjustment as Muon (``muon_adjust_lr``).
 
-Geometry of each group (used for dual norms by ``stats``): Muon matrices -> spectral (dual
-nuclear); AdamW -> l_inf (dual l1: Adam without momentum is sign descent); SGD -> l2.
+Hyper-parameter mapping: ``beta1``/``beta2`` are the Adam pair of AdamW, NAdamW and SOAP;
+Lion's ``betas = (beta1, beta2)`` (update interpolation, momentum); Adan's ``betas = (beta1,
+ADAN_BETA_DIFF, beta2)`` (gradient EMA, gradient-difference EMA, squared EMA); NorMuon's
+row-wise second moment uses ``beta2``. ``pytorch_optimizer`` optimizers run their
+per-parameter path (``foreach=False``): a parameter's update then does not depend on which
+other parameters share its group, so a pipeline stage's optimizer reproduces the whole-model one.
+
+Weight decay: decoupled (every optimizer but SGD) on 2-D weights only; norm gains are never
+decayed. For SGD torch's ``weight_decay`` is a coupled L2 penalty.
+
+Geometry of each group (used for dual norms by ``stats``): the norm whose LMO the update is
+closest to. Muon and NorMuon matrices -> spectral (dual nuclear; NorMuon rescales the rows of
+the orthogonalised momentum, a diagonal preconditioner on the spectral direction); SOAP
+matrices preconditioned on both sides -> spectral (with beta's -> 0 Adam in Shampoo's eigenbasis
+is U V^T, the spectral LMO); the Adam family, Lion and SOAP's unpreconditioned tensors -> l_inf
+(dual l1: Adam without momentum and Lion are sign descent); SGD -> l2.
 
 Schedule (:func:`lr_factor`, pure): linear warmup ``(step + 1) / warmup_steps`` for
 ``step < warmup_steps``, then ``constant``, ``cosine`` or ``linear`` decay from 1 to
-``min_lr_ratio`` at ``decay_steps`` (default: the run's total steps), constant afterwards.
+``min_lr_ratio`` at ``decay_steps`` (default: the run's total steps), constant afterwards; or
+``wsd`` (warmup-stable-decay, Hu et al. 2024 "MiniCPM"): 1 until the last
+``wsd_decay_fraction`` of the post-warmup steps, then linear to ``min_lr_ratio`` at the end.
 """
 
 from __future__ import annotations
@@ -33,7 +61,7 @@ from torch import Tensor, nn
 
 from llm_validation.config import OptimConfig
 from llm_validation.training.model import param_kind
-from theory.geometry import L2, LINF, SPECTRAL, Geometry
+from theory.geometry import L2, LINF, SPECTRAL, Geometry, get_geometry
 
 __all__ = [
     "ChainedOptimizer",
@@ -43,7 +71,18 @@ __all__ = [
     "set_lr",
     "group_geometry",
     "normalized_momentum",
+    "ADAN_BETA_DIFF",
+    "SOAP_MAX_PRECONDITION_DIM",
 ]
+
+#: Adan's gradient-difference EMA coefficient (the library's and the paper's default 0.92).
+ADAN_BETA_DIFF = 0.92
+#: SOAP preconditions a tensor dimension only up to this size (the library default); a larger
+#: dimension (e.g. a 49152-token vocabulary) keeps the identity basis.
+SOAP_MAX_PRECONDITION_DIM = 10000
+#: Geometry of hand-built groups that carry a ``kind`` but no ``geometry`` key.
+_KIND_GEOMETRY = {"muon": SPECTRAL, "normuon": SPECTRAL, "adamw": LINF, "nadamw": LINF,
+                  "lion": LINF, "adan": LINF, "sgd": L2}
 
 
 class ChainedOptimizer:
@@ -118,6 +157,18 @@ def _groups(named: list[tuple[str, Tensor]], param_stage: Mapping[int, int] | No
     return out
 
 
+def _group(stage: int, kind: str, geometry: Geometry, items: list, lr: float,
+           wd: float) -> dict[str, Any]:
+    return {"params": [p for _, p in items], "lr": lr, "base_lr": lr, "weight_decay": wd,
+            "kind": kind, "geometry": geometry.name, "stage": stage,
+            "labels": [n for n, _ in items]}
+
+
+def _soap_spectral(p: Tensor) -> bool:
+    """SOAP preconditions both sides of this tensor (a matrix within the size limit)."""
+    return p.ndim == 2 and max(p.shape) <= SOAP_MAX_PRECONDITION_DIM
+
+
 def build_optimizer(source: nn.Module | Iterable[tuple[str, Tensor]], cfg: OptimConfig, *,
                     param_stage: Mapping[int, int] | None = None
                     ) -> torch.optim.Optimizer | ChainedOptimizer:
@@ -129,44 +180,72 @@ def build_optimizer(source: nn.Module | Iterable[tuple[str, Tensor]], cfg: Optim
     if not isinstance(cfg, OptimConfig):
         raise TypeError(f"build_optimizer needs an OptimConfig, got {type(cfg).__name__}")
     named = _named(source)
-
-    def group(stage: int, kind: str, items: list, lr: float, wd: float) -> dict[str, Any]:
-        return {"params": [p for _, p in items], "lr": lr, "base_lr": lr, "weight_decay": wd,
-                "kind": kind, "stage": stage, "labels": [n for n, _ in items]}
+    name, betas = cfg.name, (cfg.beta1, cfg.beta2)
 
     def decays(_name: str, p: Tensor) -> tuple[bool]:
         return (p.ndim >= 2,)
 
-    if cfg.name in ("adamw", "sgd"):
-        groups = [group(stage, cfg.name, items, cfg.lr, cfg.weight_decay if decay else 0.0)
-                  for (stage, decay), items in _groups(named, param_stage, decays).items()]
-        if cfg.name == "adamw":
-            return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
-                                     eps=cfg.eps, weight_decay=cfg.weight_decay)
-        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
-                               weight_decay=cfg.weight_decay)
+    if name == "soap":
+        from pytorch_optimizer import SOAP
 
-    # Muon on hidden matrices, AdamW on embedding / head (decayed) and norms (not decayed).
-    def split(name: str, p: Tensor) -> tuple[str, bool]:
-        kind = param_kind(name, p)
-        return ("muon" if kind == "matrix" else "adamw", kind in ("embed", "head"))
+        groups = [_group(stage, "soap", SPECTRAL if spectral else LINF, items, cfg.lr,
+                         cfg.weight_decay if decay else 0.0)
+                  for (stage, decay, spectral), items in _groups(
+                      named, param_stage, lambda n, p: (p.ndim >= 2, _soap_spectral(p))).items()]
+        return SOAP(groups, lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay, eps=cfg.eps,
+                    max_precondition_dim=SOAP_MAX_PRECONDITION_DIM)
+
+    if name not in ("muon", "normuon"):
+        geometry = L2 if name == "sgd" else LINF
+        groups = [_group(stage, name, geometry, items, cfg.lr, cfg.weight_decay if decay else 0.0)
+                  for (stage, decay), items in _groups(named, param_stage, decays).items()]
+        common = dict(lr=cfg.lr, weight_decay=cfg.weight_decay)
+        if name == "adamw":
+            return torch.optim.AdamW(groups, betas=betas, eps=cfg.eps, **common)
+        if name == "nadamw":
+            return torch.optim.NAdam(groups, betas=betas, eps=cfg.eps,
+                                     decoupled_weight_decay=True, **common)
+        if name == "sgd":
+            return torch.optim.SGD(groups, momentum=cfg.momentum, nesterov=cfg.nesterov, **common)
+        if name == "lion":
+            from pytorch_optimizer import Lion
+
+            return Lion(groups, betas=betas, weight_decouple=True, foreach=False, **common)
+        from pytorch_optimizer import Adan
+
+        return Adan(groups, betas=(cfg.beta1, ADAN_BETA_DIFF, cfg.beta2), eps=cfg.eps,
+                    weight_decouple=True, foreach=False, **common)
+
+    # Muon / NorMuon on hidden matrices, AdamW on embedding / head (decayed) and norms (not).
+    def split(pname: str, p: Tensor) -> tuple[str, bool]:
+        kind = param_kind(pname, p)
+        return (name if kind == "matrix" else "adamw", kind in ("embed", "head"))
 
     aux_lr = cfg.lr if cfg.aux_lr is None else cfg.aux_lr
     muon_groups, adam_groups = [], []
     for (stage, kind, decay), items in _groups(named, param_stage, split).items():
-        if kind == "muon":
-            muon_groups.append(group(stage, "muon", items, cfg.lr, cfg.weight_decay))
+        if kind == name:
+            muon_groups.append(_group(stage, name, SPECTRAL, items, cfg.lr, cfg.weight_decay))
         else:
-            adam_groups.append(group(stage, "adamw", items, aux_lr,
-                                     cfg.weight_decay if decay else 0.0))
+            adam_groups.append(_group(stage, "adamw", LINF, items, aux_lr,
+                                      cfg.weight_decay if decay else 0.0))
     parts: list[torch.optim.Optimizer] = []
-    if muon_groups:
+    if muon_groups and name == "muon":
         parts.append(torch.optim.Muon(muon_groups, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                       momentum=cfg.momentum, nesterov=cfg.nesterov,
                                       adjust_lr_fn=cfg.muon_adjust_lr))
+    elif muon_groups:
+        from pytorch_optimizer import NorMuon
+
+        for g in muon_groups:
+            g["use_muon"] = True
+        parts.append(NorMuon(muon_groups, lr=cfg.lr, momentum=cfg.momentum, beta2=cfg.beta2,
+                             weight_decay=cfg.weight_decay, nesterov=cfg.nesterov,
+                             use_adjusted_lr=cfg.muon_adjust_lr == "match_rms_adamw",
+                             foreach=False))
     if adam_groups:
-        parts.append(torch.optim.AdamW(adam_groups, lr=aux_lr, betas=(cfg.beta1, cfg.beta2),
-                                       eps=cfg.eps, weight_decay=cfg.weight_decay))
+        parts.append(torch.optim.AdamW(adam_groups, lr=aux_lr, betas=betas, eps=cfg.eps,
+                                       weight_decay=cfg.weight_decay))
     return ChainedOptimizer(*parts)
 
 
@@ -182,8 +261,12 @@ def lr_factor(step: int, cfg: OptimConfig, total_steps: int | None = None) -> fl
     end = cfg.decay_steps if cfg.decay_steps is not None else total_steps
     if end is None:
         raise ValueError(f"schedule={cfg.schedule!r} needs decay_steps or total_steps")
-    progress = min(1.0, (step - warm) / max(1, end - warm))
     r = cfg.min_lr_ratio
+    if cfg.schedule == "wsd":
+        length = cfg.wsd_decay_fraction * max(1, end - warm)     # steps of the final decay
+        progress = min(1.0, max(0.0, (step - (end - length)) / length))
+        return 1.0 - (1.0 - r) * progress
+    progress = min(1.0, (step - warm) / max(1, end - warm))
     if cfg.schedule == "cosine":
         return r + (1.0 - r) * 0.5 * (1.0 + math.cos(math.pi * progress))
     return 1.0 - (1.0 - r) * progress
@@ -201,20 +284,25 @@ def set_lr(optimizer: Any, factor: float) -> None:
 
 
 def group_geometry(group: Mapping[str, Any]) -> Geometry:
-    """Geometry whose dual norm measures the gradients of a group (see module docstring)."""
+    """Geometry whose dual norm measures the gradients of a group (see module docstring): the
+    group's ``geometry`` key, or for hand-built groups the usual one of its ``kind``."""
+    if "geometry" in group:
+        return get_geometry(group["geometry"])
     kind = group.get("kind")
-    if kind == "muon":
-        return SPECTRAL
-    if kind == "adamw":
-        return LINF
-    if kind == "sgd":
-        return L2
-    raise ValueError(f"param group kind={kind!r} is not one of ['muon', 'adamw', 'sgd'] "
-                     "(build the optimizer with build_optimizer)")
+    if kind in _KIND_GEOMETRY:
+        return _KIND_GEOMETRY[kind]
+    raise ValueError(f"param group kind={kind!r} is not one of {sorted(_KIND_GEOMETRY)} and the "
+                     "group has no 'geometry' key (build the optimizer with build_optimizer)")
 
 
 def _children(optimizer: Any) -> tuple:
     return optimizer.optimizers if isinstance(optimizer, ChainedOptimizer) else (optimizer,)
+
+
+def _ema_average(buf: Tensor, beta: float, n: float) -> Tensor | None:
+    """An EMA ``buf = beta buf + (1 - beta) g`` started at 0, after n >= 1 updates, divided by
+    the sum of its weights ``1 - beta^n``."""
+    return buf / (1.0 - beta ** n) if n >= 1 else None
 
 
 @torch.no_grad()
@@ -222,26 +310,36 @@ def normalized_momentum(optimizer: Any, n_steps: int) -> dict[int, Tensor]:
     """Each parameter's momentum as a weighted average of past gradients (weights sum to 1),
     after ``n_steps`` optimizer steps: ``id(p) -> m``.
 
-    AdamW: ``exp_avg / (1 - beta1^step)``; Muon (EMA buffer from 0): ``buf / (1 - mu^n)``;
-    SGD (``buf = mu buf + g``): ``buf (1 - mu) / (1 - mu^n)``. Without momentum state (SGD with
-    mu = 0) the parameter is omitted.
+    AdamW, NAdamW, Adan (``exp_avg``, EMA with beta1 from 0): ``exp_avg / (1 - beta1^step)``;
+    Lion (its momentum is the EMA with beta2): ``exp_avg / (1 - beta2^step)``; SOAP (its first
+    step only initialises the preconditioner): ``exp_avg / (1 - beta1^(step - 1))``; Muon and
+    NorMuon (EMA buffer from 0): ``buf / (1 - mu^n)``; SGD (``buf = mu buf + g``):
+    ``buf (1 - mu) / (1 - mu^n)``. Without momentum state (SGD with mu = 0) the parameter is
+    omitted.
     """
     out: dict[int, Tensor] = {}
     if n_steps < 1:
         return out
     for opt in _children(optimizer):
         for group in opt.param_groups:
+            kind = group.get("kind")
             for p in group["params"]:
                 state = opt.state.get(p, {})
+                m = None
                 if "exp_avg" in state:
-                    b1 = group["betas"][0]
-                    step = float(state["step"])
-                    out[id(p)] = state["exp_avg"] / (1.0 - b1 ** step)
-                elif "momentum_buffer" in state and state["momentum_buffer"] is not None:
-                    mu = group["momentum"]
-                    buf = state["momentum_buffer"]
-                    if isinstance(opt, torch.optim.SGD):
-                        out[id(p)] = buf * ((1.0 - mu) / (1.0 - mu ** n_steps))
+                    step = float(state["step"]) if "step" in state else float(group["step"])
+                    if kind == "lion":
+                        m = _ema_average(state["exp_avg"], group["betas"][1], step)
+                    elif kind == "soap":
+                        m = _ema_average(state["exp_avg"], group["betas"][0], step - 1)
                     else:
-                        out[id(p)] = buf / (1.0 - mu ** n_steps)
+                        m = _ema_average(state["exp_avg"], group["betas"][0], step)
+                elif state.get("momentum_buffer") is not None:
+                    mu, buf = group["momentum"], state["momentum_buffer"]
+                    if isinstance(opt, torch.optim.SGD):
+                        m = buf * ((1.0 - mu) / (1.0 - mu ** n_steps))
+                    else:
+                        m = _ema_average(buf, mu, n_steps)
+                if m is not None:
+                    out[id(p)] = m
     return out

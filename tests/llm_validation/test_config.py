@@ -46,7 +46,7 @@ def test_from_dict_rejects_unknown_keys():
     (lambda: DelayConfig(ef_lambda=float("nan")), "ef_lambda"),
     (lambda: DelayConfig(ef_level="weights"), "ef_level"),
     (lambda: DelayConfig(tau=1, stage_taus=(2, 1, 0)), "tau"),
-    (lambda: OptimConfig(name="lion"), "name"),
+    (lambda: OptimConfig(name="lamb"), "name"),
     (lambda: OptimConfig(lr=0.0), "lr"),
     (lambda: OptimConfig(momentum=1.0), "momentum"),
     (lambda: RunConfig(microbatches=0), "microbatches"),
