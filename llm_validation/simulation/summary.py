@@ -1,0 +1,71 @@
+"""One simulated configuration, summarised: the numbers ``delaybound simulate`` prints and writes.
+
+Definitions (``T`` batches of ``M`` microbatches on ``P`` devices, ``D`` replicas):
+- ``makespan``: time until every device has finished the T batches (fill and drain included);
+- ``step_time = makespan / T`` (per batch, so per optimizer step except for PipeDream, which
+  steps after every microbatch);
+- ``steady_step_time``: ``makespan(T+1) - makespan(T)``, what one more batch costs in a long run
+  (the fill and drain cancel);
+- ``bubble_fraction``: share of the devices' time not occupied by any action
+  (:attr:`.engine.SimResult.bubble_fraction`); with unit costs 1F1B gives ``(P-1)/(M+P-1)``;
+- ``tokens_per_s = D T M tokens_per_microbatch / makespan`` (and ``steady_tokens_per_s`` from
+  the steady step time), only when the costs are in seconds;
+- ``delay``: per device, the gradient delay in optimizer steps its weights see (0 synchronous,
+  1 for 2BW, ``P-1-d`` for PipeDream);
+- ``peak_memory``: per device, :func:`.memory.peak_memory`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from llm_validation.simulation.costs import Costs
+from llm_validation.simulation.engine import SimResult, simulate
+from llm_validation.simulation.memory import MemoryModel, peak_memory
+from llm_validation.simulation.schedules import Plan, build_plan, stage_delays
+
+__all__ = ["summarize", "steady_step_time"]
+
+
+def steady_step_time(schedule: str, stages: int, microbatches: int, batches: int, chunks: int,
+                     make_costs: Callable[[Plan], Costs],
+                     result: SimResult | None = None) -> float:
+    """``makespan(T+1) - makespan(T)`` (``result``: the T-batch run when already simulated)."""
+    if result is None:
+        plan = build_plan(schedule, stages, microbatches, batches, chunks)
+        result = simulate(plan, make_costs(plan))
+    more = build_plan(schedule, stages, microbatches, batches + 1, chunks)
+    return simulate(more, make_costs(more)).makespan - result.makespan
+
+
+def summarize(schedule: str, stages: int, microbatches: int, batches: int, *, chunks: int = 2,
+              make_costs: Callable[[Plan], Costs], memory: MemoryModel | None = None,
+              memory_for: Callable[[Plan], MemoryModel | None] | None = None,
+              ) -> tuple[dict[str, Any], SimResult]:
+    """Simulate one configuration; return the JSON-ready summary (module docstring) and the
+    T-batch result (for the timeline). ``make_costs(plan)`` builds the costs of a plan;
+    ``memory`` or ``memory_for(plan)`` gives byte sizes (None: counts only)."""
+    plan = build_plan(schedule, stages, microbatches, batches, chunks)
+    costs = make_costs(plan)
+    result = simulate(plan, costs)
+    steady = steady_step_time(schedule, stages, microbatches, batches, chunks, make_costs, result)
+    mem_model = memory_for(plan) if memory_for is not None else memory
+    makespan = result.makespan
+    out: dict[str, Any] = {
+        "schedule": schedule, "stages": stages, "chunks": plan.chunks,
+        "microbatches": microbatches, "batches": batches, "data_parallel": costs.data_parallel,
+        "optimizer_steps": plan.optimizer_steps, "time_unit": costs.time_unit,
+        "makespan": makespan, "step_time": makespan / batches, "steady_step_time": steady,
+        "bubble_fraction": result.bubble_fraction,
+        "tokens_per_batch": None, "tokens_per_s": None, "steady_tokens_per_s": None,
+        "delay": stage_delays(plan),
+        "overlap_p2p": costs.overlap_p2p, "overlap_allreduce": costs.overlap_allreduce,
+        "per_stage": result.per_device(),
+        "peak_memory": peak_memory(result, mem_model),
+    }
+    if costs.microbatch_tokens is not None and costs.time_unit == "s":
+        tokens = costs.data_parallel * microbatches * costs.microbatch_tokens
+        out["tokens_per_batch"] = tokens
+        out["tokens_per_s"] = tokens * batches / makespan
+        out["steady_tokens_per_s"] = tokens / steady
+    return out, result
