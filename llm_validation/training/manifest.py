@@ -1,4 +1,4 @@
-"""The manifest of a prepared token folder (``delaybound data prepare``): its format, one definition.
+"""The manifest of a prepared token folder (``delaybound data prepare``): one definition.
 
 A prepared folder ``DIR`` holds
 - ``DIR/tokenizer.json``: the tokenizer (a ``tokenizers`` JSON file), trained by ``prepare`` or
