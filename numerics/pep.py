@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from theory import THEOREMS
+import theory
 
 __all__ = [
     "worst_case_delayed_gd",
@@ -153,7 +153,7 @@ class PepRow:
 
 
 def _theory_value(name: str, **values) -> float | None:
-    thm = THEOREMS[name]
+    thm = theory.THEOREMS[name]
     clean = {n: values[n] for n in thm.parameters if n in values}
     try:
         return thm.evaluate(**clean)

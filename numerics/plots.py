@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 from numerics.methods import RunConfig, run  # noqa: E402
 from numerics.problems import make_problem  # noqa: E402
 from numerics.trends import delay_gap_grid, ef_gain_table, gap_law, pl_law_table  # noqa: E402
-from theory import THEOREMS  # noqa: E402
+import theory  # noqa: E402
 
 __all__ = ["plot_rates", "GEOMETRY_PROBLEMS", "TAUS"]
 
@@ -62,7 +62,7 @@ def _save(fig, out: Path, name: str) -> str:
 
 
 def _rates(out: Path, steps: int) -> str:
-    thm = THEOREMS["star_convex_delayed"]
+    thm = theory.THEOREMS["star_convex_delayed"]
     eta, alpha = 0.02, 0.1
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), sharey=False)
     for ax, (fam, size, title) in zip(axes, GEOMETRY_PROBLEMS):

@@ -31,7 +31,7 @@ import torch
 from numerics.draws import Draws, config_for, random_draws
 from numerics.methods import RunConfig, Trajectory
 from numerics.problems import Problem
-from theory import get_theorem
+import theory
 from theory.predicates import PREDICATES
 
 __all__ = ["Spec", "SPECS", "STAR_CONVEX_FAMILIES", "ALL_FAMILIES", "Z_OMEGA"]
@@ -279,7 +279,7 @@ def _gd_spec(name: str, ef: bool) -> Spec:
             return f"EF theorem has tau = 1 (tau={c.tau})"
         if not ef and c.lam != 0:
             return "no EF"
-        thm = get_theorem(name)
+        thm = theory.get_theorem(name)
         vals = {"L": p.L, "gamma": c.eta, "tau": c.tau, "lam": c.lam, "K": 1, "Delta0": 1.0}
         clean = {n: vals[n] for n in thm.parameters if n in vals}
         try:

@@ -41,7 +41,7 @@ from numerics.draws import Draws, config_for, random_draws
 from numerics.methods import RunConfig, run
 from numerics.problems import Problem
 from numerics.verify import CONFIRM_SEED_OFFSET, CONFIRM_SEEDS
-from theory import THEOREMS, get_theorem
+import theory
 from theory.predicates import PREDICATES
 from theory.proof import TOL
 
@@ -340,8 +340,8 @@ def _gd_predicates(out, want, problem, runs, st, tr, K):
         out["ef_gd_mismatch"] = float(P["ef_gd_mismatch"](
             a=a, b=b, gamma=gamma, L=problem.L, lam=_per(runs, "lam"), geometry=geo).min())
     thm_name = "nonconvex_delayed_gd_ef" if ef else "nonconvex_delayed_gd"
-    if want("average_squared_gradient") and thm_name in THEOREMS:
-        thm = get_theorem(thm_name)
+    if want("average_squared_gradient") and thm_name in theory.THEOREMS:
+        thm = theory.get_theorem(thm_name)
         ok = []
         for i, c in enumerate(runs):
             vals = {"L": problem.L, "gamma": c.eta, "tau": c.tau, "lam": c.lam, "K": K, "Delta0": 1.0}

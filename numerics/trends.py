@@ -24,7 +24,7 @@ import torch
 
 from numerics.methods import RunConfig, Trajectory, run
 from numerics.problems import Problem
-from theory import THEOREMS
+import theory
 
 __all__ = [
     "TAIL",
@@ -210,7 +210,7 @@ def gap_law(problem: Problem) -> Callable[[int, float, float], float]:
     ``gap_leading`` of ``theory.THEOREMS['pl_delay_gap']``,
     ``2 L^2 eta^2 tau (tau + 2(1-alpha)/alpha + 1/2) / mu`` (the leading term of the difference
     of the limsup bounds at tau and at 0)."""
-    thm = THEOREMS["pl_delay_gap"]
+    thm = theory.THEOREMS["pl_delay_gap"]
 
     def law(tau: int, eta: float, alpha: float) -> float:
         return thm.evaluate_extra("gap_leading", L=problem.L, eta=eta, alpha=alpha, tau=tau, mu=problem.mu)

@@ -34,7 +34,7 @@ import torch
 from numerics.methods import RunConfig, Trajectory, run
 from numerics.problems import Problem
 from numerics.specs import SPECS, Spec
-from theory import Theorem, get_theorem
+import theory
 
 __all__ = [
     "Verdict",
@@ -156,16 +156,17 @@ def _at(values: dict, j: int) -> dict:
 
 
 def verify_batch(
-    theorem: Theorem | str, problem: Problem, configs: Sequence[RunConfig], steps: int, *,
+    theorem: theory.Theorem | str, problem: Problem, configs: Sequence[RunConfig], steps: int, *,
     seeds: int = DEFAULT_SEEDS,
 ) -> list[Verdict]:
     """Verdicts for several configurations of one problem, simulated in one batched run.
 
-    ``theorem`` is a :class:`theory.Theorem` or its name in ``theory.THEOREMS``. A configuration with sigma > 0 is run with seeds ``seed, seed+1, ..., seed+seeds-1``.
+    ``theorem`` is a :class:`theory.Theorem` or its name in ``theory.THEOREMS``. A configuration
+    with sigma > 0 is run with seeds ``seed, seed+1, ..., seed+seeds-1``.
     Raises ``ValueError`` when the theorem has no simulation spec or a configuration does not
     satisfy the theorem's assumptions (the message says which).
     """
-    thm = theorem if isinstance(theorem, Theorem) else get_theorem(theorem)
+    thm = theorem if isinstance(theorem, theory.Theorem) else theory.get_theorem(theorem)
     spec: Spec | None = SPECS.get(thm.name)
     if spec is None:
         raise ValueError(f"theorem {thm.name!r} has no simulation spec (have {sorted(SPECS)})")
@@ -305,14 +306,14 @@ def _judge(thm, spec: Spec, problem: Problem, c: RunConfig, traj: Trajectory, co
     ), flagged
 
 
-def verify(theorem: Theorem | str, problem: Problem, config: RunConfig, steps: int, *,
+def verify(theorem: theory.Theorem | str, problem: Problem, config: RunConfig, steps: int, *,
            seeds: int = DEFAULT_SEEDS) -> Verdict:
     """Check ``theorem`` on one configuration (see :func:`verify_batch`)."""
     return verify_batch(theorem, problem, [config], steps, seeds=seeds)[0]
 
 
-def sweep(theorem: Theorem | str, instances: Sequence[tuple[Problem, RunConfig]], steps: int, *,
-          seeds: int = DEFAULT_SEEDS, batch: int = 256, progress=None) -> list[Verdict]:
+def sweep(theorem: theory.Theorem | str, instances: Sequence[tuple[Problem, RunConfig]],
+          steps: int, *, seeds: int = DEFAULT_SEEDS, batch: int = 256, progress=None) -> list[Verdict]:
     """Verdicts for many (problem, configuration) instances, batched per problem (at most
     ``batch`` configurations per call); ``progress(done, total)`` is called after each batch.
     Verdicts come back in instance order."""
