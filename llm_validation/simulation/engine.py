@@ -26,6 +26,7 @@ import heapq
 import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 from llm_validation.simulation.costs import Costs
 from llm_validation.simulation.schedules import (
@@ -46,8 +47,7 @@ UPDATE, ALLREDUCE, SEND = "S", "AR", "send"
 _FREE = "free"
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """One interval on a device: ``kind`` in F/B/I/W/S/AR/send; ``side`` when it ran beside the
     compute stream (overlapped all-reduce and update)."""
 
@@ -61,14 +61,16 @@ class Span:
     side: bool = False
 
 
-@dataclass(frozen=True)
-class Transfer:
-    """One point-to-point message: ``what`` is ``act`` (forward) or ``grad`` (backward)."""
+class Transfer(NamedTuple):
+    """One point-to-point message from virtual stage ``vstage`` on device ``src``: ``what`` is
+    ``act`` (forward) or ``grad`` (backward); it occupies the link from ``start`` for the
+    transfer time and arrives at ``end`` (after the latency)."""
 
     src: int
     dst: int
     what: str
     mb: int
+    vstage: int
     start: float
     end: float
 
@@ -129,13 +131,49 @@ class SimResult:
         return rows
 
 
+def _compile(plan: Plan, costs: Costs) -> list[list[tuple]]:
+    """Per device, per action: (action, virtual stage, dependency keys, duration, message) with
+    message = (destination device, key announced there, link transfer time) or None."""
+    P, K = plan.stages, plan.vstages
+    cost = {FORWARD: [c.forward for c in costs.vstages],
+            BACKWARD: [c.backward for c in costs.vstages],
+            BACKWARD_INPUT: [c.backward_input for c in costs.vstages],
+            BACKWARD_WEIGHT: [c.backward_weight for c in costs.vstages]}
+    boundary = costs.boundary
+    out = []
+    for d, acts in enumerate(plan.actions):
+        rows = []
+        append = rows.append
+        nxt, prv = (d + 1) % P, (d - 1) % P        # devices of virtual stages k + 1 and k - 1
+        for a in acts:
+            kind = a.kind
+            k = a.chunk * P + d
+            if kind == FORWARD:
+                ver = ("ver", d, a.version)
+                deps = (("act", a.mb, k - 1), ver) if k > 0 else (ver,)
+                msg = (nxt, ("act", a.mb, k), boundary[k]) if k < K - 1 else None
+                append((a, k, deps, cost[kind][k], msg))
+            elif kind == BACKWARD or kind == BACKWARD_INPUT:
+                deps = (("grad", a.mb, k + 1),) if k < K - 1 else ()
+                msg = (prv, ("grad", a.mb, k), boundary[k - 1]) if k > 0 else None
+                append((a, k, deps, cost[kind][k], msg))
+            elif kind == STEP:
+                append((a, k, (), 0.0, None))
+            else:
+                append((a, k, (), cost[kind][k], None))
+        out.append(rows)
+    assert len(out) == P
+    return out
+
+
 def simulate(plan: Plan, costs: Costs) -> SimResult:
     """Run ``plan`` under ``costs`` (see the module docstring)."""
     costs.fits(plan)
-    P, K = plan.stages, plan.vstages
-    acts = plan.actions
+    P = plan.stages
+    acts = _compile(plan, costs)
     heap: list[tuple[float, int, int, object]] = []
     order = itertools.count()
+    push = heapq.heappush
     avail: set = {("ver", d, 0) for d in range(P)}
     version_ready = {(d, 0): 0.0 for d in range(P)}
     ptr = [0] * P
@@ -144,30 +182,12 @@ def simulate(plan: Plan, costs: Costs) -> SimResult:
     lane_free = [0.0] * P
     spans: list[Span] = []
     transfers: list[Transfer] = []
-    compute_cost = {
-        FORWARD: [c.forward for c in costs.vstages],
-        BACKWARD: [c.backward for c in costs.vstages],
-        BACKWARD_INPUT: [c.backward_input for c in costs.vstages],
-        BACKWARD_WEIGHT: [c.backward_weight for c in costs.vstages],
-    }
-
-    def push(t: float, device: int, what: object) -> None:
-        heapq.heappush(heap, (t, next(order), device, what))
-
-    def send(d: int, k_from: int, k_to: int, what: str, mb: int, ready: float) -> float:
-        dst = plan.device_of(k_to)
-        boundary = costs.boundary[min(k_from, k_to)]
-        start = max(ready, link_free.get((d, dst), 0.0))
-        link_free[(d, dst)] = start + boundary
-        arrive = start + boundary + costs.latency
-        transfers.append(Transfer(d, dst, what, mb, start, arrive))
-        push(arrive, dst, (what, mb, k_from))
-        return arrive
+    latency, overlap_p2p = costs.latency, costs.overlap_p2p
 
     def try_start(d: int, now: float) -> None:
-        while not busy[d] and ptr[d] < len(acts[d]):
-            a = acts[d][ptr[d]]
-            k = plan.vstage(d, a.chunk)
+        rows = acts[d]
+        while not busy[d] and ptr[d] < len(rows):
+            a, k, deps, dur, msg = rows[ptr[d]]
             if a.kind == STEP:
                 ar, up = costs.allreduce[d], costs.step[d]
                 side = costs.overlap_allreduce
@@ -176,43 +196,39 @@ def simulate(plan: Plan, costs: Costs) -> SimResult:
                 spans.append(Span(d, UPDATE, -1, a.step, 0, t0 + ar, t0 + ar + up, side))
                 end = t0 + ar + up
                 version_ready[(d, a.version)] = end
-                push(end, d, ("ver", d, a.version))
+                push(heap, (end, next(order), d, ("ver", d, a.version)))
                 ptr[d] += 1
                 if side:
                     lane_free[d] = end
                     continue
                 busy[d] = True
-                push(end, d, _FREE)
+                push(heap, (end, next(order), d, _FREE))
                 return
-            if a.kind == FORWARD:
-                deps = [("act", a.mb, k - 1)] if k > 0 else []
-                deps.append(("ver", d, a.version))
-            elif a.kind in (BACKWARD, BACKWARD_INPUT):
-                deps = [("grad", a.mb, k + 1)] if k < K - 1 else []
-            else:
-                deps = []
-            if any(dep not in avail for dep in deps):
-                return
-            end = now + compute_cost[a.kind][k]
+            for dep in deps:
+                if dep not in avail:
+                    return
+            end = now + dur
             spans.append(Span(d, a.kind, a.mb, a.step, a.chunk, now, end))
             free_at = end
-            if a.kind == FORWARD and k < K - 1:
-                arrive = send(d, k, k + 1, "act", a.mb, end)
-            elif a.kind in (BACKWARD, BACKWARD_INPUT) and k > 0:
-                arrive = send(d, k, k - 1, "grad", a.mb, end)
-            else:
-                arrive = None
-            if arrive is not None and not costs.overlap_p2p:
-                spans.append(Span(d, SEND, a.mb, a.step, a.chunk, end, arrive))
-                free_at = arrive
+            if msg is not None:
+                dst, key, boundary = msg
+                start = max(end, link_free.get((d, dst), 0.0))
+                link_free[(d, dst)] = start + boundary
+                arrive = start + boundary + latency
+                transfers.append(Transfer(d, dst, key[0], a.mb, k, start, arrive))
+                push(heap, (arrive, next(order), dst, key))
+                if not overlap_p2p:
+                    spans.append(Span(d, SEND, a.mb, a.step, a.chunk, end, arrive))
+                    free_at = arrive
             busy[d] = True
             ptr[d] += 1
-            push(free_at, d, _FREE)
+            push(heap, (free_at, next(order), d, _FREE))
 
     for d in range(P):
-        push(0.0, d, None)
+        push(heap, (0.0, next(order), d, None))
+    pop = heapq.heappop
     while heap:
-        now, _, d, what = heapq.heappop(heap)
+        now, _, d, what = pop(heap)
         if what == _FREE:
             busy[d] = False
         elif what is not None:
@@ -222,6 +238,6 @@ def simulate(plan: Plan, costs: Costs) -> SimResult:
     if stuck:
         d = stuck[0]
         raise RuntimeError(f"schedule {plan.schedule} deadlocks: device {d} waits forever at "
-                           f"action {ptr[d]} {acts[d][ptr[d]]}")
+                           f"action {ptr[d]} {acts[d][ptr[d]][0]}")
     return SimResult(plan=plan, costs=costs, spans=tuple(spans), transfers=tuple(transfers),
                      version_ready=version_ready)
