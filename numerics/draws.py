@@ -15,6 +15,9 @@ instance, enforcing the assumptions in numbers:
 | ``ef``     | nonconvex_delayed_ef, lmo_ef              | tau = 1, beta = 0                        |
 | ``gd``     | nonconvex_delayed_gd, gd                  | alpha = 1, sigma = beta = 0, gamma = frac * (largest gamma with L gamma + L^2 gamma^2 tau^2 <= 1) |
 | ``gd_ef``  | nonconvex_delayed_gd_ef, gd_ef            | as gd with (1 + lam)^2 for tau^2, tau = 1 |
+
+Both limits keep a relative float64 margin (:data:`A5_MARGIN`, :data:`GD_LIMIT_MARGIN`), so a
+draw at the edge of its range still satisfies the condition after round-off.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from numerics.methods import RunConfig
 from numerics.problems import Problem
 
 __all__ = ["Draws", "random_draws", "config_for", "KINDS", "ETA_RANGE", "ALPHA_RANGE",
-           "SIGMA_RANGE", "LAM_RANGE", "A5_MARGIN", "RADIUS_RANGE", "FRAC_RANGE", "TAU_MAX", "gd_step_limit"]
+           "SIGMA_RANGE", "LAM_RANGE", "A5_MARGIN", "RADIUS_RANGE", "FRAC_RANGE", "TAU_MAX", "gd_step_limit",
+           "GD_LIMIT_MARGIN"]
 
 ETA_RANGE = (1e-3, 0.3)
 ALPHA_RANGE = (0.01, 1.0)
@@ -39,6 +43,9 @@ FRAC_RANGE = (0.05, 1.0)
 TAU_MAX = 8
 #: Relative room left in A5 so that round-off in eta/beta cannot put D below the radius.
 A5_MARGIN = 1e-12
+#: Relative room left below the delayed-GD step-size limit: at frac = 1 the float64 root of
+#: ``L g + L^2 g^2 w = 1`` can evaluate the condition to 1 + 2e-16 (seen: lam = 0.375, L = 1).
+GD_LIMIT_MARGIN = 1e-12
 KINDS = ("wd", "wd_sync", "momentum", "nowd", "pl", "ef_wd", "ef", "gd", "gd_ef")
 
 
@@ -115,7 +122,8 @@ def config_for(kind: str, p: Problem, d: Draws) -> RunConfig:
         sigma = 0.0
     if kind in ("gd", "gd_ef"):
         sigma, alpha = 0.0, 1.0
-        eta = d.frac * gd_step_limit(p.L, (1 + lam) ** 2 if kind == "gd_ef" else tau**2)
+        limit = gd_step_limit(p.L, (1 + lam) ** 2 if kind == "gd_ef" else tau**2)
+        eta = d.frac * limit * (1 - GD_LIMIT_MARGIN)
     # A5: D = eta/beta >= max(||x0||, ||x*||) >= 1, so beta <= eta <= 0.3 and 2 beta lam <= 0.9.
     # (1 + A5_MARGIN) keeps D >= max(...) after the float division at radius = 1.
     beta = eta / (d.radius * (1 + A5_MARGIN) * max(p.x0_norm, p.x_star_norm)) if wd else 0.0
