@@ -1,5 +1,6 @@
 """DelayedOptimizer: bitwise against the bare optimizer and against hand-written reference loops
-of THEORY.md's rules (delay, update-level EF, gradient-level EF, per-stage delays)."""
+of THEORY.md's rules (delay, update-level EF, gradient-level EF, per-stage delays), for every
+base optimizer (``config.OPTIMIZERS``)."""
 
 from __future__ import annotations
 
@@ -8,77 +9,22 @@ import io
 import pytest
 import torch
 
-from llm_validation.config import OptimConfig, pipedream_taus
+from llm_validation.config import OPTIMIZERS, pipedream_taus
 from llm_validation.training.delay import (
     DelayedOptimizer,
     GradErrorFeedback,
     UpdateErrorFeedback,
 )
 from llm_validation.training.model import Transformer
-from llm_validation.training.optim import build_optimizer
 from tests.llm_validation.helpers import MICRO, loss_fn, make_batches, params_equal
-
-OPTIMIZERS = ("adamw", "muon", "sgd")
-#: lr per optimizer: large enough that consecutive weights differ clearly at every step.
-LR = {"adamw": 1e-2, "muon": 2e-2, "sgd": 0.5}
-
-
-def _ocfg(name: str) -> OptimConfig:
-    return OptimConfig(name=name, lr=LR[name], schedule="constant", weight_decay=0.1)
-
-
-def _fresh(name: str, seed: int = 0, param_stage_p: int | None = None):
-    model = Transformer(MICRO, seed=seed)
-    stage = None
-    if param_stage_p is not None:
-        stage = {id(p): s for s, st in enumerate(model.split(param_stage_p))
-                 for p in st.parameters()}
-    return model, build_optimizer(model, _ocfg(name), param_stage=stage)
-
-
-def _run_wrapped(model, opt, batches) -> None:
-    for b in batches:
-        with opt.delayed_weights():
-            loss_fn(model, b).backward()
-        opt.step()
-        opt.zero_grad()
-
-
-def _reference(model, base, batches, taus_per_param, lam=0.0, level="update") -> None:
-    """W(t+1) = EF(base_step(W(t), grad f(W(t - tau_p)))) written out with full weight history."""
-    params = [p for g in base.param_groups for p in g["params"]]
-    history = [[p.detach().clone() for p in params]]            # history[j] = W(j)
-    v_prev = [torch.zeros_like(p) for p in params]
-    g_prev = None
-    for t, b in enumerate(batches):
-        current = [p.detach().clone() for p in params]
-        with torch.no_grad():
-            for p, tau_p, i in zip(params, taus_per_param, range(len(params))):
-                p.copy_(history[max(t - tau_p, 0)][i])           # read point, W(-k) = W(0)
-        loss_fn(model, b).backward()
-        with torch.no_grad():
-            for p, c in zip(params, current):
-                p.copy_(c)
-            if level == "grad" and lam > 0:
-                raw = [p.grad.clone() for p in params]
-                if g_prev is not None:
-                    for p, gp in zip(params, g_prev):
-                        p.grad.copy_(p.grad + lam * (p.grad - gp))   # (1+lam) g_t - lam g_{t-1}
-                g_prev = raw
-        base.step()
-        base.zero_grad()
-        if level == "update" and lam > 0:
-            with torch.no_grad():
-                for p, c, vp in zip(params, current, v_prev):
-                    v = p - c                                          # v_t = W_base - W(t)
-                    p.copy_(p + lam * (v - vp))                        # + lam (v_t - v_{t-1})
-                    vp.copy_(v)
-        history.append([p.detach().clone() for p in params])
+from tests.llm_validation.training.reference import fresh as _fresh
+from tests.llm_validation.training.reference import reference
+from tests.llm_validation.training.reference import run_wrapped as _run_wrapped
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_tau0_lam0_is_the_bare_optimizer_bitwise(name):
-    batches = make_batches(20)
+    batches = make_batches(10)
     m1, o1 = _fresh(name)
     for b in batches:
         loss_fn(m1, b).backward()
@@ -95,7 +41,7 @@ def test_tau0_lam0_is_the_bare_optimizer_bitwise(name):
 def test_delay_matches_reference_loop_bitwise(name, tau):
     batches = make_batches(8)
     m1, o1 = _fresh(name)
-    _reference(m1, o1, batches, [tau] * len(list(m1.parameters())))
+    reference(m1, o1, batches, [tau] * len(list(m1.parameters())))
     m2, base = _fresh(name)
     _run_wrapped(m2, DelayedOptimizer(base, tau=tau), batches)
     assert params_equal(m1, m2)
@@ -109,7 +55,7 @@ def test_delay_matches_reference_loop_bitwise(name, tau):
 def test_update_level_ef_matches_its_formula(name, tau, lam):
     batches = make_batches(8)
     m1, o1 = _fresh(name)
-    _reference(m1, o1, batches, [tau] * len(list(m1.parameters())), lam=lam, level="update")
+    reference(m1, o1, batches, [tau] * len(list(m1.parameters())), lam=lam, level="update")
     m2, base = _fresh(name)
     _run_wrapped(m2, DelayedOptimizer(base, tau=tau, ef_lambda=lam), batches)
     assert params_equal(m1, m2)
@@ -119,7 +65,7 @@ def test_update_level_ef_matches_its_formula(name, tau, lam):
 def test_grad_level_ef_matches_its_formula(name):
     batches = make_batches(8)
     m1, o1 = _fresh(name)
-    _reference(m1, o1, batches, [1] * len(list(m1.parameters())), lam=1.0, level="grad")
+    reference(m1, o1, batches, [1] * len(list(m1.parameters())), lam=1.0, level="grad")
     m2, base = _fresh(name)
     _run_wrapped(m2, DelayedOptimizer(base, tau=1, ef_lambda=1.0, ef_level="grad"), batches)
     assert params_equal(m1, m2)
@@ -134,7 +80,7 @@ def test_pipedream_per_stage_taus(name):
     m1, o1 = _fresh(name, param_stage_p=3)
     per_param = [taus[g["stage"]] for g in o1.param_groups for _ in g["params"]]
     assert sorted(set(per_param)) == [0, 1, 2]
-    _reference(m1, o1, batches, per_param)
+    reference(m1, o1, batches, per_param)
     m2, base = _fresh(name, param_stage_p=3)
     opt = DelayedOptimizer(base, group_taus=[taus[g["stage"]] for g in base.param_groups])
     assert opt.tau == 2
@@ -145,18 +91,20 @@ def test_pipedream_per_stage_taus(name):
     assert not params_equal(m2, m3)
 
 
-def test_state_dict_resume_is_bitwise():
+@pytest.mark.parametrize("name", ["muon", "normuon", "soap", "adan"])
+def test_state_dict_resume_is_bitwise(name):
+    """Muon, and the pytorch_optimizer state layouts (group-level step, SOAP's bases)."""
     batches = make_batches(12)
-    m1, b1 = _fresh("muon")
+    m1, b1 = _fresh(name)
     _run_wrapped(m1, DelayedOptimizer(b1, tau=2, ef_lambda=1.0), batches)
-    m2, b2 = _fresh("muon")
+    m2, b2 = _fresh(name)
     o2 = DelayedOptimizer(b2, tau=2, ef_lambda=1.0)
     _run_wrapped(m2, o2, batches[:5])
     buf = io.BytesIO()
     torch.save({"model": m2.state_dict(), "opt": o2.state_dict()}, buf)
     buf.seek(0)
     state = torch.load(buf, weights_only=False)
-    m3, b3 = _fresh("muon", seed=1)            # different init: everything must come from state
+    m3, b3 = _fresh(name, seed=1)              # different init: everything must come from state
     o3 = DelayedOptimizer(b3, tau=2, ef_lambda=1.0)
     m3.load_state_dict(state["model"])
     o3.load_state_dict(state["opt"])
@@ -165,12 +113,34 @@ def test_state_dict_resume_is_bitwise():
 
 
 @pytest.mark.parametrize("tau", [0, 1, 2, 3])
-@pytest.mark.parametrize("lam,level,extra", [(0.0, "update", 0), (1.0, "update", 1),
-                                              (1.0, "grad", 1)])
-def test_memory_is_exactly_tau_copies_plus_ef(tau, lam, level, extra):
+@pytest.mark.parametrize("lam,level,corr,extra", [
+    (0.0, "update", "none", 0), (1.0, "update", "none", 1), (1.0, "grad", "none", 1),
+    (0.0, "update", "dcasgd", 0), (0.0, "update", "nesterov", 1), (1.0, "grad", "nesterov", 2)])
+def test_memory_is_exactly_tau_copies_plus_ef_and_correction(tau, lam, level, corr, extra):
     model, base = _fresh("adamw")
-    opt = DelayedOptimizer(base, tau=tau, ef_lambda=lam, ef_level=level)
+    opt = DelayedOptimizer(base, tau=tau, ef_lambda=lam, ef_level=level, correction=corr,
+                           correction_coef=0.0 if corr == "none" else 0.5)
     assert opt.extra_bytes() == (tau + extra) * opt.param_bytes()
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_dry_run_base_update_leaves_the_trajectory_bitwise_unchanged(name):
+    """The statistics' dry-run step restores weights, gradients and optimizer state exactly."""
+    batches = make_batches(6)
+    m1, b1 = _fresh(name)
+    _run_wrapped(m1, DelayedOptimizer(b1, tau=1), batches)
+    m2, b2 = _fresh(name)
+    opt = DelayedOptimizer(b2, tau=1)
+    moved = []
+    for b in batches:
+        with opt.delayed_weights():
+            loss_fn(m2, b).backward()
+        v = opt.dry_run_base_update([p.grad * 0.5 for p in opt.params])
+        moved.append(any(bool(x.abs().sum() > 0) for x in v))
+        opt.step()
+        opt.zero_grad()
+    assert params_equal(m1, m2)
+    assert any(moved)                           # the dry run did compute an update
 
 
 def test_recorded_updates_and_read_weights():

@@ -8,9 +8,10 @@ import math
 import pytest
 import torch
 
-from llm_validation.config import OptimConfig
+from llm_validation.config import OPTIMIZERS, OptimConfig
 from llm_validation.training.model import Transformer, param_kind
 from llm_validation.training.optim import (
+    ADAN_BETA_DIFF,
     ChainedOptimizer,
     build_optimizer,
     group_geometry,
@@ -25,6 +26,8 @@ from theory.geometry import L2, LINF, SPECTRAL
 #: float64-vs-float32 agreement for the normalized momentum of a constant gradient (the EMA
 #: weights sum to 1 up to float32 rounding of the buffers).
 MOMENTUM_RTOL = 1e-5
+#: ... and an absolute floor for entries near zero (float32 EMA of a constant, O(1) values).
+MOMENTUM_ATOL = 1e-6
 
 
 def test_muon_takes_hidden_matrices_and_adamw_the_rest():
@@ -138,3 +141,94 @@ def test_normalized_momentum_of_a_constant_gradient_is_that_gradient(name):
         opt.step()
         m = normalized_momentum(opt, n)[id(w)]
         assert torch.allclose(m, g, rtol=MOMENTUM_RTOL), (name, n)
+
+
+def test_the_papers_optimizers_come_from_their_libraries_with_the_documented_mapping():
+    from pytorch_optimizer import SOAP, Adan, Lion, NorMuon
+
+    model = Transformer(MICRO)
+    names = {id(p): n for n, p in model.named_parameters()}
+    matrices = {n for n, p in model.named_parameters() if param_kind(n, p) == "matrix"}
+    cfg = dict(lr=0.01, beta1=0.8, beta2=0.97, weight_decay=0.1)
+
+    nor = build_optimizer(model, OptimConfig(name="normuon", momentum=0.9, **cfg))
+    core, adam = nor.optimizers                      # the same split as Muon
+    assert isinstance(core, NorMuon) and isinstance(adam, torch.optim.AdamW)
+    assert {names[id(p)] for g in core.param_groups for p in g["params"]} == matrices
+    assert {(g["beta2"], g["momentum"], g["use_adjusted_lr"], g["use_muon"])
+            for g in core.param_groups} == {(0.97, 0.9, True, True)}
+    assert {group_geometry(g) for g in core.param_groups} == {SPECTRAL}
+    assert {group_geometry(g) for g in adam.param_groups} == {LINF}
+
+    soap = build_optimizer(model, OptimConfig(name="soap", **cfg))
+    assert isinstance(soap, SOAP) and {g["betas"] for g in soap.param_groups} == {(0.8, 0.97)}
+    for g in soap.param_groups:                     # preconditioned matrices: spectral
+        assert (group_geometry(g) == SPECTRAL) == all(p.ndim == 2 for p in g["params"])
+        assert (g["weight_decay"] == 0.0) == all(p.ndim == 1 for p in g["params"])
+
+    lion = build_optimizer(model, OptimConfig(name="lion", **cfg))
+    assert isinstance(lion, Lion) and {g["betas"] for g in lion.param_groups} == {(0.8, 0.97)}
+    adan = build_optimizer(model, OptimConfig(name="adan", **cfg))
+    assert isinstance(adan, Adan)
+    assert {(g["betas"], g["weight_decouple"]) for g in adan.param_groups} == \
+        {((0.8, ADAN_BETA_DIFF, 0.97), True)}
+    nadamw = build_optimizer(model, OptimConfig(name="nadamw", **cfg))
+    assert isinstance(nadamw, torch.optim.NAdam)
+    assert {(g["betas"], g["decoupled_weight_decay"]) for g in nadamw.param_groups} == \
+        {((0.8, 0.97), True)}
+    for opt in (lion, adan, nadamw):
+        assert {group_geometry(g) for g in opt.param_groups} == {LINF}
+        assert {g["weight_decay"] for g in opt.param_groups} == {0.0, 0.1}
+
+
+def test_soap_keeps_an_oversized_dimension_unpreconditioned_and_l_inf():
+    from llm_validation.training.optim import SOAP_MAX_PRECONDITION_DIM
+
+    big = torch.nn.Parameter(torch.zeros(SOAP_MAX_PRECONDITION_DIM + 1, 2))
+    small = torch.nn.Parameter(torch.zeros(3, 2))
+    opt = build_optimizer([("embed.weight", big), ("blocks.0.attn.q.weight", small)],
+                          OptimConfig(name="soap"))
+    geo = {g["labels"][0]: group_geometry(g) for g in opt.param_groups}
+    assert geo == {"embed.weight": LINF, "blocks.0.attn.q.weight": SPECTRAL}
+
+
+def test_wsd_schedule_textbook_values():
+    """Warmup 10, stable at the peak, linear decay over the last 20% of the 100 post-warmup
+    steps (steps 90..110) to min_lr_ratio."""
+    wsd = OptimConfig(lr=1.0, schedule="wsd", warmup_steps=10, min_lr_ratio=0.1,
+                      wsd_decay_fraction=0.2)
+    assert lr_factor(0, wsd, 110) == pytest.approx(0.1)
+    assert lr_factor(9, wsd, 110) == pytest.approx(1.0)
+    assert [lr_factor(s, wsd, 110) for s in (10, 50, 89, 90)] == pytest.approx([1.0] * 4)
+    assert lr_factor(95, wsd, 110) == pytest.approx(1.0 - 0.9 * 0.25)
+    assert lr_factor(100, wsd, 110) == pytest.approx(0.55)                    # half way down
+    assert lr_factor(110, wsd, 110) == pytest.approx(0.1)
+    assert lr_factor(500, wsd, 110) == pytest.approx(0.1)
+    whole = OptimConfig(lr=2.0, schedule="wsd", min_lr_ratio=0.0, wsd_decay_fraction=1.0,
+                        decay_steps=100)                  # fraction 1: the linear schedule
+    lin = OptimConfig(lr=2.0, schedule="linear", min_lr_ratio=0.0, decay_steps=100)
+    assert [lr_at(s, whole) for s in range(0, 120, 7)] == \
+        pytest.approx([lr_at(s, lin) for s in range(0, 120, 7)])
+    with pytest.raises(ValueError, match="total_steps"):
+        lr_factor(5, OptimConfig(schedule="wsd"))
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_normalized_momentum_of_every_built_optimizer_is_the_constant_gradient(name):
+    """build_optimizer's optimizers, a constant gradient per parameter: the normalized
+    momentum is that gradient (weights sum to one), whatever the library's bookkeeping."""
+    model = Transformer(MICRO)
+    opt = build_optimizer(model, OptimConfig(name=name, lr=1e-4, weight_decay=0.0))
+    gen = torch.Generator().manual_seed(0)
+    const = {id(p): torch.randn(p.shape, generator=gen) for p in model.parameters()}
+    for n in range(1, 5):
+        for p in model.parameters():
+            p.grad = const[id(p)].clone()          # some optimizers modify p.grad in place
+        opt.step()
+        mom = normalized_momentum(opt, n)
+        if name == "soap" and n == 1:
+            assert mom == {}                       # SOAP's first step only sets up its bases
+            continue
+        assert len(mom) == len(const), (name, n)
+        for pid, m in mom.items():
+            assert torch.allclose(m, const[pid], rtol=MOMENTUM_RTOL, atol=MOMENTUM_ATOL), (name, n)
