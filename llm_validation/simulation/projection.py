@@ -1,10 +1,11 @@
 """Projection: 2BW against the synchronous schedules over a grid of stages, microbatches, replicas.
 
 Algorithm. For each grid point (P, M, D) and schedule, build the plan, take FLOP-based costs
-(:func:`.costs.model_costs`) and simulate ``T = 1`` and ``T = 2`` batches; the steady step time is
-the difference of the two makespans (what one more batch costs once the pipeline is running: the
-fill and drain cancel), so it is the throughput of a long run; peak memory comes from the
-``T = 2`` run. 2BW's speed-up over a synchronous schedule is the ratio of their steady step times
+(:func:`.costs.model_costs`) and simulate ``T = 1`` and ``T = 3`` batches; the steady step time is
+half the difference of the two makespans (what one more batch costs once the pipeline is
+running: the fill and drain cancel), so it is the throughput of a long run; peak memory comes
+from the ``T = 3`` run (:data:`.summary.MEMORY_BATCHES`: 2BW's two versions first coexist in
+batch 2). 2BW's speed-up over a synchronous schedule is the ratio of their steady step times
 (equivalently of their tokens/s, the tokens per batch being equal); its extra memory is the
 difference of the largest per-device totals.
 
@@ -28,6 +29,7 @@ from llm_validation.simulation.engine import simulate
 from llm_validation.simulation.memory import memory_model, peak_memory
 from llm_validation.simulation.schedules import SCHEDULES, build_plan
 from llm_validation.simulation.shapes import stage_shapes
+from llm_validation.simulation.summary import MEMORY_BATCHES
 
 __all__ = ["ProjectionSpec", "resolve_microbatches", "project", "speedups", "plot_projection"]
 
@@ -111,7 +113,7 @@ class ProjectionSpec:
 
 
 def _point(spec: ProjectionSpec, schedule: str, P: int, M: int, D: int) -> dict[str, Any]:
-    plans = [build_plan(schedule, P, M, T, spec.chunks) for T in (1, 2)]
+    plans = [build_plan(schedule, P, M, T, spec.chunks) for T in (1, MEMORY_BATCHES)]
     shapes = stage_shapes(spec.model, plans[0].vstages, seq_len=spec.seq_len,
                           activation_bytes=spec.activation_bytes, balance=spec.balance)
     results = []
@@ -120,8 +122,9 @@ def _point(spec: ProjectionSpec, schedule: str, P: int, M: int, D: int) -> dict[
                             data_parallel=D, optimizer=spec.optimizer,
                             overlap_p2p=spec.overlap_p2p, overlap_allreduce=spec.overlap_allreduce)
         results.append(simulate(plan, costs))
-    step = results[1].makespan - results[0].makespan
-    busy = sum(results[1].busy(d) - results[0].busy(d) for d in range(P))
+    extra = MEMORY_BATCHES - 1
+    step = (results[1].makespan - results[0].makespan) / extra
+    busy = sum(results[1].busy(d) - results[0].busy(d) for d in range(P)) / extra
     mem = peak_memory(results[1], memory_model(shapes, spec.microbatch_tokens,
                                                optimizer=spec.optimizer,
                                                separate_master=spec.separate_master))

@@ -4,15 +4,17 @@ Definitions (``T`` batches of ``M`` microbatches on ``P`` devices, ``D`` replica
 - ``makespan``: time until every device has finished the T batches (fill and drain included);
 - ``step_time = makespan / T`` (per batch, so per optimizer step except for PipeDream, which
   steps after every microbatch);
-- ``steady_step_time``: ``makespan(T+1) - makespan(T)``, what one more batch costs in a long run
-  (the fill and drain cancel);
+- ``steady_step_time``: ``(makespan(T') - makespan(T)) / (T' - T)`` with
+  ``T' = max(T + 1, MEMORY_BATCHES)``: what one more batch costs in a long run (the fill and
+  drain cancel);
 - ``bubble_fraction``: share of the devices' time not occupied by any action
   (:attr:`.engine.SimResult.bubble_fraction`); with unit costs 1F1B gives ``(P-1)/(M+P-1)``;
 - ``tokens_per_s = D T M tokens_per_microbatch / makespan`` (and ``steady_tokens_per_s`` from
   the steady step time), only when the costs are in seconds;
 - ``delay``: per device, the gradient delay in optimizer steps its weights see (0 synchronous,
   1 for 2BW, ``P-1-d`` for PipeDream);
-- ``peak_memory``: per device, :func:`.memory.peak_memory`.
+- ``peak_memory``: per device, :func:`.memory.peak_memory` of the ``T'``-batch run (a run of
+  fewer than :data:`MEMORY_BATCHES` batches never holds 2BW's two versions at once).
 """
 
 from __future__ import annotations
@@ -24,18 +26,30 @@ from llm_validation.simulation.engine import SimResult, simulate
 from llm_validation.simulation.memory import MemoryModel, peak_memory
 from llm_validation.simulation.schedules import Plan, build_plan, stage_delays
 
-__all__ = ["summarize", "steady_step_time"]
+__all__ = ["summarize", "steady_step_time", "MEMORY_BATCHES"]
+
+#: Shortest run in which every schedule shows its peak memory: 2BW's batch 1 still reads W(0),
+#: so two weight versions are first in flight together in batch 2.
+MEMORY_BATCHES = 3
+
+
+def _longer(schedule: str, stages: int, microbatches: int, batches: int, chunks: int,
+            make_costs: Callable[[Plan], Costs]) -> SimResult:
+    more = build_plan(schedule, stages, microbatches, max(batches + 1, MEMORY_BATCHES), chunks)
+    return simulate(more, make_costs(more))
 
 
 def steady_step_time(schedule: str, stages: int, microbatches: int, batches: int, chunks: int,
                      make_costs: Callable[[Plan], Costs],
-                     result: SimResult | None = None) -> float:
-    """``makespan(T+1) - makespan(T)`` (``result``: the T-batch run when already simulated)."""
+                     result: SimResult | None = None, longer: SimResult | None = None) -> float:
+    """``(makespan(T') - makespan(T)) / (T' - T)`` (module docstring); ``result`` and ``longer``:
+    the T- and T'-batch runs when already simulated."""
     if result is None:
         plan = build_plan(schedule, stages, microbatches, batches, chunks)
         result = simulate(plan, make_costs(plan))
-    more = build_plan(schedule, stages, microbatches, batches + 1, chunks)
-    return simulate(more, make_costs(more)).makespan - result.makespan
+    if longer is None:
+        longer = _longer(schedule, stages, microbatches, batches, chunks, make_costs)
+    return (longer.makespan - result.makespan) / (longer.plan.batches - batches)
 
 
 def summarize(schedule: str, stages: int, microbatches: int, batches: int, *, chunks: int = 2,
@@ -48,8 +62,10 @@ def summarize(schedule: str, stages: int, microbatches: int, batches: int, *, ch
     plan = build_plan(schedule, stages, microbatches, batches, chunks)
     costs = make_costs(plan)
     result = simulate(plan, costs)
-    steady = steady_step_time(schedule, stages, microbatches, batches, chunks, make_costs, result)
-    mem_model = memory_for(plan) if memory_for is not None else memory
+    longer = _longer(schedule, stages, microbatches, batches, chunks, make_costs)
+    steady = steady_step_time(schedule, stages, microbatches, batches, chunks, make_costs,
+                              result, longer)
+    mem_model = memory_for(longer.plan) if memory_for is not None else memory
     makespan = result.makespan
     out: dict[str, Any] = {
         "schedule": schedule, "stages": stages, "chunks": plan.chunks,
@@ -61,7 +77,7 @@ def summarize(schedule: str, stages: int, microbatches: int, batches: int, *, ch
         "delay": stage_delays(plan),
         "overlap_p2p": costs.overlap_p2p, "overlap_allreduce": costs.overlap_allreduce,
         "per_stage": result.per_device(),
-        "peak_memory": peak_memory(result, mem_model),
+        "peak_memory": peak_memory(longer, mem_model),
     }
     if costs.microbatch_tokens is not None and costs.time_unit == "s":
         tokens = costs.data_parallel * microbatches * costs.microbatch_tokens
