@@ -1,21 +1,32 @@
-"""Sweep grids: optimizer x mode x lr / tau / momentum / lam / batch size / seed -> run configs.
+"""Sweep grids: optimizer x mode x lr / tau / momentum / lam / batch size / seed (and the
+optimizer and delay knobs) -> run configs.
 
 A :class:`SweepGrid` expands to one :class:`SweepPoint` (a name and a full ``TrainConfig``) per
 combination. Modes (the brief's {sync, 2BW, 2BW+EF}):
 
-- ``sync``: tau = 0, no EF (the ``taus`` and ``lams`` axes do not apply: one run per rest);
-- ``2bw``: delay tau for every tau in ``taus`` (tau = 1 is PipeDream-2BW), no EF;
+- ``sync``: tau = 0, no EF (the ``taus``, ``lams``, sync-phase and correction axes do not
+  apply: one run per rest);
+- ``2bw``: delay tau for every tau in ``taus`` (tau = 1 is PipeDream-2BW), no EF; and for every
+  delay correction in ``corrections`` with each of its ``correction_coefs``;
 - ``2bw+ef``: tau = 1 with update-level EF for every lam in ``lams``.
 
 ``lrs``, ``momenta`` may be given per optimizer (``{"adamw": (1e-3,), "muon": (0.02,)}``) or for
-all (a plain tuple); None keeps the base config's value. ``momenta`` sets Muon/SGD ``momentum``
-and AdamW ``beta1`` (both are THEORY.md's 1 - alpha). ``pipeline="2bw"`` runs the ``2bw``
-points with tau = 1 on the real two-stage pipeline (``stages``) instead of the emulation.
+all (a plain tuple); None keeps the base config's value. ``momenta`` sets Muon/NorMuon/SGD
+``momentum`` and the Adam family's and Lion's ``beta1`` (THEORY.md's 1 - alpha). Optimizer
+axes for every mode: ``beta2s``, ``weight_decays``, ``warmups``, ``grad_clips``, ``schedules``;
+delay axes for the delayed modes: ``sync_starts``, ``sync_cooldowns`` (emulation only).
+``pipeline="2bw"`` runs the ``2bw`` points with tau = 1 on the real two-stage pipeline
+(``stages``) instead of the emulation.
 
 Names are deterministic and carry every swept value, e.g.
-``muon-2bw+ef-lr0.02-mom0.95-bs16-tau1-lam1-s0``; duplicates collapse into one point.
+``muon-2bw+ef-lr0.02-mom0.95-bs16-tau1-lam1-s0``; duplicates collapse into one point. A config
+that uses none of the newer fields keeps its old name: the parts of the optimizer axes appear
+only when that axis is swept (``beta2_0.99``, ``wd0``, ``warm20``, ``wsd``, ``clip1``), the
+newer fields' parts whenever they differ from their defaults (``clip1``, ``wsdf0.1``,
+``sync20``, ``cool20``, ``dcasgd0.5``, ``nesterov0.9``).
 The base :func:`default_base` is the tiny-model setting the demo uses (see docs/validation.md
-for why these hyper-parameters).
+for why these hyper-parameters; the lrs of the optimizers added later are untuned starting
+points, see :data:`BASE_OPTIM`).
 """
 
 from __future__ import annotations
@@ -27,6 +38,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from llm_validation.config import (
+    CORRECTIONS,
+    OPTIMIZERS,
+    SCHEDULES,
     DataConfig,
     DelayConfig,
     OptimConfig,
@@ -39,6 +53,8 @@ __all__ = [
     "MODES",
     "OPTIMIZERS",
     "BASE_OPTIM",
+    "MOMENTUM_FIELD",
+    "OPTIM_AXES",
     "SweepGrid",
     "SweepPoint",
     "default_base",
@@ -48,15 +64,32 @@ __all__ = [
 ]
 
 MODES = ("sync", "2bw", "2bw+ef")
-OPTIMIZERS = ("adamw", "muon", "sgd")
 
-#: Per-optimizer settings of the demo's tiny-model runs: each optimizer at the lr where its
-#: synchronous run is near its best at this scale (docs/validation.md: "Why these settings").
+#: Per-optimizer settings of the demo's tiny-model runs: AdamW, Muon and SGD at the lr where
+#: their synchronous run is near its best at this scale (docs/validation.md: "Why these
+#: settings"). The others are untuned starting points, not measured here: NorMuon Muon's lr
+#: (same shape adjustment), SOAP, Adan and NAdamW AdamW's, Lion AdamW's / 3 (sign updates
+#: have a larger RMS than Adam's, the Lion paper's advice of a 3-10x smaller lr).
 BASE_OPTIM: dict[str, dict[str, Any]] = {
     "adamw": {"lr": 1e-3},
     "muon": {"lr": 1e-2},
     "sgd": {"lr": 0.1},
+    "normuon": {"lr": 1e-2},
+    "soap": {"lr": 1e-3},
+    "lion": {"lr": 3e-4},
+    "adan": {"lr": 1e-3},
+    "nadamw": {"lr": 1e-3},
 }
+
+#: The OptimConfig field the ``momenta`` axis sets (THEORY.md's 1 - alpha): the EMA momentum
+#: of Muon, NorMuon and SGD; the first-moment beta of the Adam family; Lion's interpolation beta
+#: (the coefficient of the direction its sign acts on).
+MOMENTUM_FIELD = {"adamw": "beta1", "muon": "momentum", "sgd": "momentum", "normuon": "momentum",
+                  "soap": "beta1", "lion": "beta1", "adan": "beta1", "nadamw": "beta1"}
+
+#: Optimizer axes (SweepGrid field -> OptimConfig field), applied in every mode.
+OPTIM_AXES = {"beta2s": "beta2", "weight_decays": "weight_decay", "warmups": "warmup_steps",
+              "grad_clips": "grad_clip", "schedules": "schedule"}
 
 
 def default_base(optimizer: str = "adamw", *, steps: int = 250, model: str = "tiny") -> TrainConfig:
@@ -119,19 +152,6 @@ def apply_overrides(cfg: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
     return TrainConfig.from_dict(d)
 
 
-def _per_opt(value: Any, what: str) -> dict[str, tuple] | tuple | None:
-    if value is None:
-        return None
-    if isinstance(value, Mapping):
-        out = {}
-        for k, v in value.items():
-            if k not in OPTIMIZERS:
-                raise ValueError(f"SweepGrid.{what}: key {k!r} is not one of {list(OPTIMIZERS)}")
-            out[k] = _tuple(v, what)
-        return out
-    return _tuple(value, what)
-
-
 def _tuple(value: Any, what: str) -> tuple:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         value = (value,)
@@ -139,6 +159,22 @@ def _tuple(value: Any, what: str) -> tuple:
     if not t:
         raise ValueError(f"SweepGrid.{what} must not be empty")
     return t
+
+
+def _per_key(value: Any, what: str, keys: Sequence[str]) -> dict[str, tuple] | tuple | None:
+    """A tuple for every key, or a mapping key -> tuple (keys checked)."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        bad = [k for k in value if k not in keys]
+        if bad:
+            raise ValueError(f"SweepGrid.{what}: keys {bad} are not in {list(keys)}")
+        return {k: _tuple(v, what) for k, v in value.items()}
+    return _tuple(value, what)
+
+
+#: The OptimConfig defaults (for the name parts of the newer fields).
+_OPTIM_DEFAULTS = OptimConfig()
 
 
 @dataclass(frozen=True)
@@ -154,7 +190,7 @@ class SweepGrid:
     """A grid of runs (see the module docstring for the axes)."""
 
     optimizers: tuple[str, ...] = ("adamw", "muon")
-    """Base optimizers."""
+    """Base optimizers (any of ``config.OPTIMIZERS``)."""
     modes: tuple[str, ...] = MODES
     """Subset of ``sync``, ``2bw``, ``2bw+ef``."""
     lrs: Any = None
@@ -162,7 +198,7 @@ class SweepGrid:
     taus: tuple[int, ...] = (1,)
     """Delays of the ``2bw`` mode (sync ignores them; ``2bw+ef`` always uses tau = 1)."""
     momenta: Any = None
-    """Muon/SGD momentum or AdamW beta1 (tuple or mapping per optimizer); None: base."""
+    """Momentum (:data:`MOMENTUM_FIELD`; tuple or mapping per optimizer); None: base."""
     lams: tuple[float, ...] = (1.0,)
     """EF coefficients of the ``2bw+ef`` mode."""
     batch_sizes: tuple[int, ...] | None = None
@@ -179,6 +215,25 @@ class SweepGrid:
     """``none`` (emulated delay) or ``2bw`` (tau = 1 ``2bw`` points on the real pipeline)."""
     stages: int = 2
     """Pipeline stages when ``pipeline='2bw'``."""
+    beta2s: tuple[float, ...] | None = None
+    """``OptimConfig.beta2`` values (every mode); None: base."""
+    weight_decays: tuple[float, ...] | None = None
+    """``OptimConfig.weight_decay`` values (every mode); None: base."""
+    warmups: tuple[int, ...] | None = None
+    """``OptimConfig.warmup_steps`` values (every mode); None: base."""
+    grad_clips: tuple[float, ...] | None = None
+    """``OptimConfig.grad_clip`` values (every mode; 0 = off); None: base."""
+    schedules: tuple[str, ...] | None = None
+    """``OptimConfig.schedule`` values (every mode); None: base."""
+    sync_starts: tuple[int, ...] | None = None
+    """``DelayConfig.sync_start`` values of the delayed modes (emulation only); None: 0."""
+    sync_cooldowns: tuple[int, ...] | None = None
+    """``DelayConfig.sync_cooldown`` values of the delayed modes (emulation only); None: 0."""
+    corrections: tuple[str, ...] = ("none",)
+    """Delay corrections of the ``2bw`` mode (``none``, ``dcasgd``, ``nesterov``)."""
+    correction_coefs: Any = None
+    """``DelayConfig.correction_coef`` values: a tuple for every correction or a mapping
+    correction -> tuple; needed when ``corrections`` has one other than ``none``."""
 
     def __post_init__(self) -> None:
         set_ = lambda n, v: object.__setattr__(self, n, v)  # noqa: E731
@@ -188,10 +243,14 @@ class SweepGrid:
         set_("lams", _tuple(self.lams, "lams"))
         set_("seeds", _tuple(self.seeds, "seeds"))
         set_("overrides", tuple(self.overrides))
-        if self.batch_sizes is not None:
-            set_("batch_sizes", _tuple(self.batch_sizes, "batch_sizes"))
-        set_("lrs", _per_opt(self.lrs, "lrs"))
-        set_("momenta", _per_opt(self.momenta, "momenta"))
+        set_("corrections", _tuple(self.corrections, "corrections"))
+        for name in ("batch_sizes", *OPTIM_AXES, "sync_starts", "sync_cooldowns"):
+            if getattr(self, name) is not None:
+                set_(name, _tuple(getattr(self, name), name))
+        set_("lrs", _per_key(self.lrs, "lrs", OPTIMIZERS))
+        set_("momenta", _per_key(self.momenta, "momenta", OPTIMIZERS))
+        set_("correction_coefs", _per_key(self.correction_coefs, "correction_coefs",
+                                          CORRECTIONS[1:]))
         for o in self.optimizers:
             if o not in OPTIMIZERS:
                 raise ValueError(f"SweepGrid.optimizers: {o!r} is not one of {list(OPTIMIZERS)}")
@@ -215,6 +274,21 @@ class SweepGrid:
             raise ValueError(f"SweepGrid.stages={self.stages!r} must be an int >= 2")
         for text in self.overrides:
             parse_override(text)
+        for s in self.schedules or ():
+            if s not in SCHEDULES:
+                raise ValueError(f"SweepGrid.schedules: {s!r} is not one of {list(SCHEDULES)}")
+        for c in self.corrections:
+            if c not in CORRECTIONS:
+                raise ValueError(f"SweepGrid.corrections: {c!r} is not one of {list(CORRECTIONS)}")
+            if c != "none" and not self._coefs(c):
+                raise ValueError(f"SweepGrid.corrections: {c!r} needs correction_coefs")
+        for name in ("sync_starts", "sync_cooldowns"):
+            for v in getattr(self, name) or ():
+                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                    raise ValueError(f"SweepGrid.{name}: {v!r} must be an int >= 0")
+        if self.pipeline != "none" and any(self.sync_starts or ()) + any(self.sync_cooldowns or ()):
+            raise ValueError("SweepGrid: sync_starts/sync_cooldowns need the emulated delay "
+                             "(pipeline='none'); the real pipeline has no flush")
 
     def _axis(self, value: Any, opt: str) -> tuple:
         if value is None:
@@ -223,33 +297,52 @@ class SweepGrid:
             return value.get(opt, (None,))
         return value
 
+    def _coefs(self, correction: str) -> tuple:
+        c = self.correction_coefs
+        return (c or {}).get(correction, ()) if isinstance(c, dict) or c is None else c
+
+    def swept(self) -> frozenset[str]:
+        """The optimizer axes this grid sweeps (their values go into the point names)."""
+        return frozenset(OPTIM_AXES[a] for a in OPTIM_AXES if getattr(self, a) is not None)
+
+    def _delays(self, mode: str) -> list[DelayConfig]:
+        if mode == "sync":
+            return [DelayConfig()]
+        phases = list(itertools.product(self.sync_starts or (0,), self.sync_cooldowns or (0,)))
+        if mode == "2bw+ef":
+            return [DelayConfig(tau=1, ef_lambda=float(lam), sync_start=s, sync_cooldown=c)
+                    for lam, (s, c) in itertools.product(self.lams, phases)]
+        corr = [("none", 0.0) if c == "none" else (c, float(k))
+                for c in self.corrections for k in ((0.0,) if c == "none" else self._coefs(c))]
+        return [DelayConfig(tau=t, correction=c, correction_coef=k, sync_start=s,
+                            sync_cooldown=cd)
+                for t, (c, k), (s, cd) in itertools.product(self.taus, corr, phases)]
+
     def expand(self) -> list[SweepPoint]:
         """All points, deduplicated by name, in a fixed order (seed-major last)."""
         points: dict[str, SweepPoint] = {}
+        swept = self.swept()
+        optim_axes = [(field, getattr(self, axis) or (None,)) for axis, field in OPTIM_AXES.items()]
         for opt in self.optimizers:
             base = apply_overrides(default_base(opt, steps=self.steps, model=self.model),
                                    self.overrides)
-            for lr, mom, bs, mode in itertools.product(
+            for lr, mom, bs, *knobs, mode in itertools.product(
                     self._axis(self.lrs, opt), self._axis(self.momenta, opt),
-                    self.batch_sizes or (None,), self.modes):
-                optim = base.optim
+                    self.batch_sizes or (None,), *(v for _, v in optim_axes), self.modes):
+                changes = {f: v for (f, _), v in zip(optim_axes, knobs) if v is not None}
                 if lr is not None:
-                    optim = dataclasses.replace(optim, lr=float(lr))
+                    changes["lr"] = float(lr)
                 if mom is not None:
-                    key = "beta1" if opt == "adamw" else "momentum"
-                    optim = dataclasses.replace(optim, **{key: float(mom)})
+                    changes[MOMENTUM_FIELD[opt]] = float(mom)
+                optim = dataclasses.replace(base.optim, **changes)
                 run = base.run if bs is None else dataclasses.replace(base.run, batch_size=int(bs))
-                delays = [(0, 0.0)] if mode == "sync" else \
-                    [(t, 0.0) for t in self.taus] if mode == "2bw" else \
-                    [(1, float(lam)) for lam in self.lams]
-                for (tau, lam), seed in itertools.product(delays, self.seeds):
-                    real = self.pipeline == "2bw" and mode == "2bw" and tau == 1
+                for delay, seed in itertools.product(self._delays(mode), self.seeds):
+                    real = self.pipeline == "2bw" and mode == "2bw" and delay.tau == 1
                     r = dataclasses.replace(run, seed=int(seed),
                                             pipeline="2bw" if real else "none",
                                             stages=self.stages if real else 1)
-                    cfg = base.replace(optim=optim, run=r,
-                                       delay=DelayConfig(tau=tau, ef_lambda=lam))
-                    name = point_name(cfg)
+                    cfg = base.replace(optim=optim, run=r, delay=delay)
+                    name = point_name(cfg, swept)
                     points.setdefault(name, SweepPoint(name, cfg))
         return list(points.values())
 
@@ -265,10 +358,12 @@ class SweepGrid:
         return cls(**dict(d))
 
 
-def point_name(cfg: TrainConfig) -> str:
-    """Deterministic run name carrying every swept value of ``cfg``."""
+def point_name(cfg: TrainConfig, swept: frozenset[str] | set[str] = frozenset()) -> str:
+    """Deterministic run name carrying every swept value of ``cfg``: the optimizer fields in
+    ``swept`` (``OptimConfig`` field names, see :meth:`SweepGrid.swept`) and every newer field
+    that differs from its default (the module docstring lists the parts)."""
     o, d, r = cfg.optim, cfg.delay, cfg.run
-    mom = o.beta1 if o.name == "adamw" else o.momentum
+    mom = getattr(o, MOMENTUM_FIELD.get(o.name, "momentum"))
     if d.tau == 0 and d.ef_lambda == 0:
         mode = "sync"
     elif d.ef_lambda == 0:
@@ -276,12 +371,29 @@ def point_name(cfg: TrainConfig) -> str:
     else:
         mode = "2bw+ef"
     parts = [o.name, mode, f"lr{o.lr:g}", f"mom{mom:g}", f"bs{r.batch_size}"]
+    if "beta2" in swept:
+        parts.append(f"beta2_{o.beta2:g}")
+    if "weight_decay" in swept:
+        parts.append(f"wd{o.weight_decay:g}")
+    if "warmup_steps" in swept:
+        parts.append(f"warm{o.warmup_steps}")
+    if "schedule" in swept:
+        parts.append(o.schedule)
+    if "grad_clip" in swept or o.grad_clip != 0.0:
+        parts.append(f"clip{o.grad_clip:g}")
+    if o.wsd_decay_fraction != _OPTIM_DEFAULTS.wsd_decay_fraction:
+        parts.append(f"wsdf{o.wsd_decay_fraction:g}")
     if mode != "sync":
         parts.append(f"tau{d.tau}")
     if mode == "2bw+ef":
         parts.append(f"lam{d.ef_lambda:g}")
+    if d.correction != "none":
+        parts.append(f"{d.correction}{d.correction_coef:g}")
+    if d.sync_start:
+        parts.append(f"sync{d.sync_start}")
+    if d.sync_cooldown:
+        parts.append(f"cool{d.sync_cooldown}")
     if r.pipeline != "none":
         parts.append(f"pp{r.stages}")
     parts.append(f"s{r.seed}")
     return "-".join(parts)
-

@@ -81,7 +81,10 @@ class Progress:
 
 def _same_config(run_dir: Path, cfg: TrainConfig) -> bool:
     saved = read_json(RunPaths(run_dir).config)
-    a = {k: v for k, v in saved.items() if k != "meta"}
+    try:  # through TrainConfig: fields added since the run was made take their defaults
+        a = TrainConfig.from_dict({k: v for k, v in saved.items() if k != "meta"}).to_dict()
+    except (TypeError, ValueError):
+        return False
     b = cfg.to_dict()
     for d in (a, b):
         d.get("run", {}).pop("out_dir", None)

@@ -49,13 +49,66 @@ def test_grid_momentum_axis_sets_beta1_for_adamw_and_pipeline_points():
 
 @pytest.mark.parametrize("bad, match", [
     (dict(modes=("async",)), "modes"), (dict(taus=(0,)), "taus"), (dict(lams=(0.0,)), "lams"),
-    (dict(seeds=(-1,)), "seeds"), (dict(optimizers=("lion",)), "optimizers"),
-    (dict(lrs={"lion": (1.0,)}), "lrs"), (dict(overrides=("optim.lr",)), "override"),
-    (dict(pipeline="gpipe"), "pipeline"),
+    (dict(seeds=(-1,)), "seeds"), (dict(optimizers=("lamb",)), "optimizers"),
+    (dict(lrs={"lamb": (1.0,)}), "lrs"), (dict(overrides=("optim.lr",)), "override"),
+    (dict(pipeline="gpipe"), "pipeline"), (dict(schedules=("step",)), "schedules"),
+    (dict(corrections=("pipemare",)), "corrections"),
+    (dict(corrections=("dcasgd",)), "correction_coefs"),
+    (dict(corrections=("dcasgd",), correction_coefs={"nesterov": (0.9,)}), "correction_coefs"),
+    (dict(correction_coefs={"pipemare": (1.0,)}), "correction_coefs"),
+    (dict(sync_starts=(-1,)), "sync_starts"),
+    (dict(pipeline="2bw", sync_cooldowns=(5,)), "no flush"),
 ])
 def test_grid_validation(bad, match):
     with pytest.raises(ValueError, match=match):
         SweepGrid(**bad)
+
+
+def test_grid_names_of_configs_without_the_new_fields_are_unchanged():
+    """The names of the original axes' points are the ones existing run directories carry."""
+    g = SweepGrid(optimizers=("adamw", "muon", "sgd"), lrs=(1e-3,), momenta=(0.9,),
+                  batch_sizes=(8,), taus=(1, 2), lams=(0.5,), seeds=(0,), pipeline="2bw",
+                  overrides=("optim.beta2=0.99", "optim.weight_decay=0.0"))
+    names = {p.name for p in g.expand()}
+    assert {"adamw-sync-lr0.001-mom0.9-bs8-s0", "muon-2bw-lr0.001-mom0.9-bs8-tau1-pp2-s0",
+            "sgd-2bw-lr0.001-mom0.9-bs8-tau2-s0",
+            "adamw-2bw+ef-lr0.001-mom0.9-bs8-tau1-lam0.5-s0"} <= names
+    assert len(names) == 3 * 4
+
+
+def test_grid_new_optimizers_and_optimizer_axes():
+    g = SweepGrid(optimizers=("normuon", "soap", "lion", "adan", "nadamw"), modes=("sync",),
+                  momenta=(0.8,), beta2s=(0.9, 0.99), weight_decays=(0.0,), warmups=(5,),
+                  grad_clips=(1.0,), schedules=("wsd",), seeds=(0,), steps=10)
+    by = {p.name: p.cfg for p in g.expand()}
+    assert len(by) == 5 * 2
+    c = by["lion-sync-lr0.0003-mom0.8-bs16-beta2_0.99-wd0-warm5-wsd-clip1-s0"].optim
+    assert (c.name, c.beta1, c.beta2, c.weight_decay, c.warmup_steps, c.grad_clip,
+            c.schedule) == ("lion", 0.8, 0.99, 0.0, 5, 1.0, "wsd")
+    assert by["normuon-sync-lr0.01-mom0.8-bs16-beta2_0.9-wd0-warm5-wsd-clip1-s0"] \
+        .optim.momentum == 0.8
+    assert by["adan-sync-lr0.001-mom0.8-bs16-beta2_0.9-wd0-warm5-wsd-clip1-s0"].optim.beta1 == 0.8
+
+
+def test_grid_delay_axes_sync_phases_and_corrections():
+    g = SweepGrid(optimizers=("adamw",), taus=(1,), lams=(1.0,), seeds=(0,),
+                  sync_starts=(0, 20), sync_cooldowns=(10,),
+                  corrections=("none", "dcasgd", "nesterov"),
+                  correction_coefs={"dcasgd": (0.1, 1.0), "nesterov": (0.9,)})
+    by = {p.name: p.cfg for p in g.expand()}
+    # sync: 1; 2bw: 2 phases x (none + 2 dcasgd + 1 nesterov); 2bw+ef: 2 phases
+    assert len(by) == 1 + 2 * 4 + 2
+    assert "adamw-sync-lr0.001-mom0.9-bs16-s0" in by           # no phase or correction parts
+    d = by["adamw-2bw-lr0.001-mom0.9-bs16-tau1-dcasgd0.1-sync20-cool10-s0"].delay
+    assert (d.tau, d.correction, d.correction_coef, d.sync_start, d.sync_cooldown) == \
+        (1, "dcasgd", 0.1, 20, 10)
+    d = by["adamw-2bw+ef-lr0.001-mom0.9-bs16-tau1-lam1-cool10-s0"].delay
+    assert (d.ef_lambda, d.correction, d.sync_start, d.sync_cooldown) == (1.0, "none", 0, 10)
+    assert "adamw-2bw-lr0.001-mom0.9-bs16-tau1-nesterov0.9-cool10-s0" in by
+    same = SweepGrid(optimizers=("adamw",), modes=("2bw",), seeds=(0,),
+                     corrections=("dcasgd",), correction_coefs=(0.5,))
+    assert [p.name for p in same.expand()] == ["adamw-2bw-lr0.001-mom0.9-bs16-tau1-dcasgd0.5-s0"]
+    assert SweepGrid.from_dict(g.to_dict()).expand() == g.expand()
 
 
 def test_overrides():
@@ -99,6 +152,22 @@ def test_sweep_is_resumable_and_skips_finished_runs(tmp_path):
                    overrides=MICRO + ("optim.beta2=0.99",))
     with pytest.raises(ValueError, match="different config"):
         run_sweep(g3.expand(), out, jobs=0, progress=False)
+
+
+def test_a_run_made_before_the_newer_config_fields_is_still_the_same_point(tmp_path):
+    """config.json of an older run lacks the fields added since: they take their defaults."""
+    g = SweepGrid(optimizers=("adamw",), modes=("2bw",), seeds=(0,), steps=2, overrides=MICRO)
+    out = tmp_path / "s"
+    [o] = run_sweep(g.expand(), out, jobs=0, progress=False)
+    path = out / o.name / "config.json"
+    saved = json.loads(path.read_text())
+    for section, names in (("optim", ("grad_clip", "wsd_decay_fraction")),
+                           ("delay", ("sync_start", "sync_cooldown", "correction",
+                                      "correction_coef"))):
+        for n in names:
+            del saved[section][n]
+    path.write_text(json.dumps(saved))
+    assert [a for _, a in plan(g.expand(), out)] == ["skip"]
 
 
 def test_unfinished_run_with_checkpoint_is_resumed(tmp_path):
