@@ -158,6 +158,7 @@ def test_partials_reduce_across_stages_like_the_whole_model():
                             step=1, f_x=1.0, f_y=2.0)
     assert set(whole) == set(staged)
     not_given = {"loss", "val_loss", "lr", "grad_noise_var"}    # scalars / microbatch input
+    assert whole.pop("kind") == staged.pop("kind") == "train"   # the row's shape, not a statistic
     for k, a in whole.items():
         if k in not_given:
             assert a is None and staged[k] is None, k
