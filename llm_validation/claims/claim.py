@@ -1,0 +1,117 @@
+"""The :class:`Claim` record: one empirical claim of the paper, its grid and how it is decided.
+
+A claim carries the paper's wording and figure, the arms it trains (:mod:`llm_validation.claims.arms`;
+synchronous partners are added by the plan), the reason for that grid (what the paper did, what
+was scaled down and what the CPU budget forced), the decision rule in words, the theory's
+prediction where the theory has one, and the figure to draw (:class:`FigureSpec`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from llm_validation.claims.arms import Arm
+
+__all__ = ["Claim", "FigureSpec", "FIGURE_KINDS", "ID_PATTERN"]
+
+#: ``curves``: a metric over training per arm; ``bars``: the gap per arm, grouped by
+#: optimizer, annotated with its value; ``lines``: the gap against a swept value.
+FIGURE_KINDS = ("curves", "bars", "lines")
+#: Claim ids: lower-case words joined by hyphens (stable; used on the command line).
+ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FigureSpec:
+    """What the claim's figure shows."""
+
+    kind: str
+    """One of :data:`FIGURE_KINDS`."""
+    title: str
+    """Figure title."""
+    metrics: tuple[str, ...] = ("val_loss",)
+    """``curves``: the logged metric keys, one panel each (per optimizer when ``by_optimizer``)."""
+    ylabels: tuple[str, ...] = ("validation loss (nats/byte)",)
+    """``curves``: the y label of each metric."""
+    by_optimizer: bool = False
+    """``curves``: one row of panels per optimizer."""
+    x: str | None = None
+    """``lines``: the swept value: a config field ``section.field``, ``momentum`` (AdamW beta1,
+    else momentum), ``stages`` (PipeDream's P)."""
+    xlabel: str = ""
+    """``lines``: the x label (with units)."""
+    logx: bool = False
+    """``lines``: logarithmic x axis."""
+    reference: str | None = None
+    """``lines``: an arm drawn as a horizontal band (PipeDream-2BW's constant delay)."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in FIGURE_KINDS:
+            raise ValueError(f"FigureSpec.kind={self.kind!r} is not one of {list(FIGURE_KINDS)}")
+        if self.kind == "curves" and len(self.metrics) != len(self.ylabels):
+            raise ValueError("FigureSpec: one y label per metric")
+        if self.kind == "lines" and not self.x:
+            raise ValueError("FigureSpec: a 'lines' figure needs x")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """One claim of the paper."""
+
+    id: str
+    """Stable id (:data:`ID_PATTERN`), e.g. ``adamw-vs-muon``."""
+    number: int
+    """Position in the paper's list (1-17)."""
+    figure: str
+    """The paper's figure (``Fig. 3``)."""
+    wording: str
+    """The claim as the paper states it."""
+    decision: str
+    """How the ledger decides it: the measured quantities and their boundaries."""
+    arms: tuple[Arm, ...]
+    """The arms it trains (synchronous partners are added by the plan)."""
+    grid: str
+    """The grid in words (values per axis)."""
+    reason: str
+    """Why this grid: the paper's setting, how it was scaled down, what the budget forced."""
+    theory: str | None
+    """The theory's prediction (theorem and direction), or None where it predicts nothing."""
+    plot: FigureSpec
+    """The figure drawn in the paper's style."""
+
+    def __post_init__(self) -> None:
+        if not ID_PATTERN.match(self.id):
+            raise ValueError(f"Claim.id={self.id!r} must match {ID_PATTERN.pattern}")
+        keys = [a.key for a in self.arms]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"Claim {self.id}: arm keys must be unique, got {keys}")
+        if not self.arms:
+            raise ValueError(f"Claim {self.id}: needs arms")
+        object.__setattr__(self, "arms", tuple(self.arms))
+
+    def arm(self, key: str) -> Arm:
+        for a in self.all_arms():
+            if a.key == key:
+                return a
+        raise KeyError(f"claim {self.id}: no arm {key!r}; have {[a.key for a in self.arms]}")
+
+    def all_arms(self) -> tuple[Arm, ...]:
+        """The arms plus their synchronous partners, each once, in order."""
+        out: dict[str, Arm] = {}
+        for a in self.arms:
+            out.setdefault(a.key, a)
+            p = a.partner()
+            out.setdefault(p.key, p)
+        return tuple(out.values())
+
+    def optimizers(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(a.optimizer for a in self.arms))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "number": self.number, "figure": self.figure,
+                "wording": self.wording, "decision": self.decision, "grid": self.grid,
+                "reason": self.reason, "theory": self.theory,
+                "arms": [{"key": a.key, "changes": a.describe() or "base run"}
+                         for a in self.all_arms()]}

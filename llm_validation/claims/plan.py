@@ -1,0 +1,260 @@
+"""The runs a set of claims needs: distinct configs, their cost, and their execution.
+
+:func:`build_plan` resolves every arm of every selected claim (and its synchronous partner)
+against the scale's base run of its optimizer, for every seed, and keeps one
+:class:`PlannedRun` per distinct config: claims that need the same run share it. A run is named
+``<sweep point name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the
+whole config except ``out_dir``/``resume``), so two configs never share a directory and the
+same config always finds its directory again. An arm that this checkout cannot configure
+(a config field or optimizer not there yet) becomes an *unavailable* run with the reason; the
+claims that need it come out inconclusive, saying why.
+
+:func:`execute` trains what is missing through :func:`llm_validation.sweep.runner.run_sweep`
+(resumable: finished runs are skipped, interrupted ones resumed; ``index.json`` next to the
+runs) with a progress line per finished run on stderr whose ETA is weighted by the estimated
+cost of the runs left. Checkpoints of finished runs are removed unless ``keep_checkpoints``
+(the ledger reads only config, metrics and summary; a SmolLM-135M checkpoint is ~3 GB).
+
+Cost model: ``Scale.sec_per_step x steps x batch / base batch x OPT_COST[optimizer]`` seconds
+of one process (one CPU core or one GPU); the wall time is about that over ``--jobs``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Mapping, Sequence, TextIO
+
+from llm_validation.claims.arms import Unavailable, resolve
+from llm_validation.claims.claim import Claim
+from llm_validation.claims.scales import OPT_COST, Scale, base_config
+from llm_validation.config import TrainConfig
+from llm_validation.rundir import RunPaths
+from llm_validation.sweep.grid import SweepPoint, point_name
+from llm_validation.validation.runs import is_complete
+
+__all__ = ["PlannedRun", "Plan", "build_plan", "execute", "run_name", "ExecutionSummary"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedRun:
+    """One distinct run (or one that cannot be configured here)."""
+
+    name: str
+    """Run directory name (``unavailable:<arm>:s<seed>`` when ``cfg`` is None)."""
+    cfg: TrainConfig | None
+    """The resolved config; None when unavailable."""
+    seed: int
+    uses: tuple[tuple[str, str], ...]
+    """(claim id, arm key) pairs that read this run."""
+    cost_s: float
+    """Estimated seconds of one process."""
+    unavailable: str = ""
+    """Why it cannot be configured (empty when it can)."""
+
+
+def _digest(cfg: TrainConfig) -> str:
+    d = cfg.to_dict()
+    d["run"].pop("out_dir", None)
+    d["run"].pop("resume", None)
+    return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def run_name(cfg: TrainConfig) -> str:
+    """``<point name>-<digest>``: readable, and unique per config."""
+    return f"{point_name(cfg)}-{_digest(cfg)}"
+
+
+def _cost(cfg: TrainConfig, scale: Scale, base_batch: int) -> float:
+    return (scale.sec_per_step * cfg.run.steps * cfg.run.batch_size / base_batch
+            * OPT_COST.get(cfg.optim.name, 1.0))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """All runs of the selected claims, deduplicated."""
+
+    scale: Scale
+    seeds: tuple[int, ...]
+    quick: bool
+    device: str
+    overrides: tuple[str, ...]
+    claims: tuple[Claim, ...]
+    runs: tuple[PlannedRun, ...]
+    """Distinct runs, in first-use order."""
+    index: Mapping[str, Mapping[tuple[str, int], str]] = field(repr=False)
+    """claim id -> (arm key, seed) -> run name."""
+
+    def run(self, name: str) -> PlannedRun:
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, PlannedRun]:
+        return {r.name: r for r in self.runs}
+
+    def claim_runs(self, claim_id: str) -> list[PlannedRun]:
+        """The distinct runs one claim reads."""
+        names = dict.fromkeys(self.index[claim_id].values())
+        by = self._by_name
+        return [by[n] for n in names]
+
+    def cost(self, claim_id: str | None = None) -> float:
+        """Estimated process-seconds of the available runs (of one claim, or all distinct)."""
+        runs = self.claim_runs(claim_id) if claim_id else self.runs
+        return sum(r.cost_s for r in runs if r.cfg is not None)
+
+    def available(self) -> list[PlannedRun]:
+        return [r for r in self.runs if r.cfg is not None]
+
+    def unavailable(self) -> list[PlannedRun]:
+        return [r for r in self.runs if r.cfg is None]
+
+
+def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
+               quick: bool = False, device: str | None = None,
+               overrides: Sequence[str] = ()) -> Plan:
+    """Resolve every arm (and partner) of ``claims`` for every seed (see the module docstring)."""
+    if not claims:
+        raise ValueError("build_plan: no claims selected")
+    seeds = tuple(seeds)
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+        raise ValueError(f"seeds={seeds!r} must be a non-empty list of ints >= 0")
+    bases: dict[str, TrainConfig | Unavailable] = {}
+    runs: dict[str, PlannedRun] = {}
+    index: dict[str, dict[tuple[str, int], str]] = {}
+    base_batch = None
+    for claim in claims:
+        index[claim.id] = {}
+        for arm in claim.all_arms():
+            if arm.optimizer not in bases:
+                try:
+                    bases[arm.optimizer] = base_config(scale, arm.optimizer, quick=quick,
+                                                       device=device, overrides=overrides)
+                except (ValueError, TypeError) as exc:
+                    bases[arm.optimizer] = Unavailable(
+                        f"optimizer {arm.optimizer!r} cannot be configured here: {exc}")
+            base = bases[arm.optimizer]
+            for seed in seeds:
+                cfg, why = None, ""
+                if isinstance(base, Unavailable):
+                    why = str(base)
+                else:
+                    if base_batch is None:
+                        base_batch = base.run.batch_size
+                    try:
+                        cfg = resolve(arm, base)
+                        cfg = cfg.replace(run=_with_seed(cfg, seed))
+                    except Unavailable as exc:
+                        cfg, why = None, str(exc)
+                name = run_name(cfg) if cfg is not None else f"unavailable:{arm.key}:s{seed}"
+                index[claim.id][(arm.key, seed)] = name
+                prev = runs.get(name)
+                use = (claim.id, arm.key)
+                if prev is None:
+                    cost = _cost(cfg, scale, base_batch) if cfg is not None else 0.0
+                    runs[name] = PlannedRun(name=name, cfg=cfg, seed=seed, uses=(use,),
+                                            cost_s=cost, unavailable=why)
+                elif use not in prev.uses:
+                    runs[name] = PlannedRun(name=name, cfg=prev.cfg, seed=seed,
+                                            uses=prev.uses + (use,), cost_s=prev.cost_s,
+                                            unavailable=prev.unavailable)
+    return Plan(scale=scale, seeds=seeds, quick=quick,
+                device=device or scale.device, overrides=tuple(overrides),
+                claims=tuple(claims), runs=tuple(runs.values()), index=index)
+
+
+def _with_seed(cfg: TrainConfig, seed: int):
+    return dataclasses.replace(cfg.run, seed=int(seed))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionSummary:
+    """What :func:`execute` did."""
+
+    ran: int
+    """Runs trained (started or resumed) by this invocation."""
+    reused: int
+    """Finished runs found and reused."""
+    errors: tuple[str, ...]
+    """``name: message`` of runs that raised."""
+    unavailable: int
+    """Runs that cannot be configured in this checkout."""
+    wall_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ran": self.ran, "reused": self.reused, "errors": list(self.errors),
+                "unavailable": self.unavailable, "wall_s": round(self.wall_s, 1)}
+
+
+class _CostProgress:
+    """Progress lines on a stream with an ETA weighted by the estimated cost left."""
+
+    WIDTH = 24
+
+    def __init__(self, costs: Mapping[str, float], stream: TextIO, enabled: bool) -> None:
+        self.costs, self.stream, self.enabled = dict(costs), stream, enabled
+        self.total = sum(self.costs.values()) or 1.0
+        self.done_cost, self.done = 0.0, 0
+        self.t0 = time.perf_counter()
+
+    def start(self, reused: int, unavailable: int) -> None:
+        if self.enabled:
+            print(f"[reproduce] {len(self.costs)} runs to train (estimated "
+                  f"{self.total / 60:.0f} process-minutes), {reused} finished runs reused, "
+                  f"{unavailable} unavailable", file=self.stream, flush=True)
+
+    def update(self, o: Any) -> None:
+        if o.name not in self.costs:
+            return
+        self.done += 1
+        self.done_cost += self.costs[o.name]
+        if not self.enabled:
+            return
+        el = time.perf_counter() - self.t0
+        frac = self.done_cost / self.total
+        eta = el * (1 - frac) / frac if frac > 0 else float("nan")
+        fill = int(self.WIDTH * frac)
+        val = f" val {o.final_val_loss:.4f}" if o.final_val_loss is not None else ""
+        print(f"[reproduce] [{'#' * fill}{'.' * (self.WIDTH - fill)}] {self.done}/"
+              f"{len(self.costs)} runs {frac:.0%} | {o.name}: {o.status}{val} "
+              f"({o.wall_time_s:.0f}s) | elapsed {el:.0f}s eta {eta:.0f}s",
+              file=self.stream, flush=True)
+
+
+def execute(plan: Plan, runs_dir: str | Path, *, jobs: int = 2, threads: int | None = None,
+            progress: bool = True, keep_checkpoints: bool = False,
+            stream: TextIO | None = None) -> ExecutionSummary:
+    """Train the plan's missing runs into ``runs_dir`` (see the module docstring)."""
+    from llm_validation.sweep.runner import plan as sweep_plan, run_sweep  # torch: load late
+    runs_dir = Path(runs_dir)
+    t0 = time.perf_counter()
+    points = [SweepPoint(r.name, r.cfg) for r in plan.available()]
+    actions = sweep_plan(points, runs_dir) if points else []
+    todo = {p.name for p, a in actions if a != "skip"}
+    reused = len(actions) - len(todo)
+    bar = _CostProgress({n: plan.run(n).cost_s for n in todo}, stream or sys.stderr, progress)
+    bar.start(reused, len(plan.unavailable()))
+
+    def done(o: Any) -> None:
+        bar.update(o)
+        run_dir = runs_dir / o.name
+        ck = RunPaths(run_dir).checkpoints
+        if not keep_checkpoints and ck.is_dir() and is_complete(run_dir):
+            shutil.rmtree(ck)
+
+    outcomes = run_sweep(points, runs_dir, jobs=jobs, threads=threads, progress=False,
+                         grid={"scale": plan.scale.name, "quick": plan.quick,
+                               "seeds": list(plan.seeds), "overrides": list(plan.overrides),
+                               "claims": [c.id for c in plan.claims]},
+                         on_done=done) if points else []
+    errors = tuple(f"{o.name}: {o.message}" for o in outcomes if o.status == "error")
+    return ExecutionSummary(ran=len(todo), reused=reused, errors=errors,
+                            unavailable=len(plan.unavailable()),
+                            wall_s=time.perf_counter() - t0)
