@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from numerics.methods import RunConfig, run, run_naive
+from numerics.methods import MethodConfig, run, run_naive
 from numerics.problems import make_problem
 from theory.geometry import newton_schulz, newton_schulz_inexactness
 
@@ -43,15 +43,15 @@ SIGMA = 0.5
 RECORD = ("gap",)
 
 
-def reference_grid(seeds: int = 16) -> list[RunConfig]:
+def reference_grid(seeds: int = 16) -> list[MethodConfig]:
     """The per-problem configuration list: every (tau, eta, alpha) once with sigma = 0 and
     ``seeds`` times with sigma = SIGMA."""
     out = []
     for tau in TAUS:
         for eta in ETAS:
             for alpha in ALPHAS:
-                out.append(RunConfig(tau=tau, eta=eta, alpha=alpha))
-                out.extend(RunConfig(tau=tau, eta=eta, alpha=alpha, sigma=SIGMA, seed=s) for s in range(seeds))
+                out.append(MethodConfig(tau=tau, eta=eta, alpha=alpha))
+                out.extend(MethodConfig(tau=tau, eta=eta, alpha=alpha, sigma=SIGMA, seed=s) for s in range(seeds))
     return out
 
 

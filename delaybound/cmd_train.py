@@ -21,6 +21,10 @@ _FIELDS = {
     "momentum": ("optim", "momentum"), "weight_decay": ("optim", "weight_decay"),
     "schedule": ("optim", "schedule"), "warmup": ("optim", "warmup_steps"),
     "min_lr_ratio": ("optim", "min_lr_ratio"),
+    "beta1": ("optim", "beta1"), "beta2": ("optim", "beta2"), "grad_clip": ("optim", "grad_clip"),
+    "wsd_decay_fraction": ("optim", "wsd_decay_fraction"),
+    "sync_start": ("delay", "sync_start"), "sync_cooldown": ("delay", "sync_cooldown"),
+    "correction": ("delay", "correction"), "correction_coef": ("delay", "correction_coef"),
     "delay": ("delay", "tau"), "ef": ("delay", "ef_lambda"), "ef_level": ("delay", "ef_level"),
     "steps": ("run", "steps"), "batch_size": ("run", "batch_size"),
     "microbatches": ("run", "microbatches"), "seed": ("run", "seed"),
@@ -43,7 +47,7 @@ def _taus(text: str) -> tuple[int, ...]:
 
 
 def register(subparsers: Any) -> None:
-    from llm_validation.config import PIPELINE_KINDS, PRESETS
+    from llm_validation.config import CORRECTIONS, OPTIMIZERS, PIPELINE_KINDS, PRESETS, SCHEDULES
 
     p = subparsers.add_parser(
         "train", help="train a small LLM under exact emulated delay (PipeDream-2BW) with stats",
@@ -55,17 +59,26 @@ def register(subparsers: Any) -> None:
     a("--preset", choices=list(PRESETS), help="model shape (default tiny)")
     a("--untied", dest="tied", action="store_false", default=None, help="separate output head")
     a("--tied", dest="tied", action="store_true", help="tie the head to the embedding")
-    a("--optimizer", choices=["adamw", "muon", "sgd"], help="base optimizer (default adamw)")
+    a("--optimizer", choices=list(OPTIMIZERS), help="base optimizer (default adamw)")
     a("--lr", type=float, help="peak learning rate")
     a("--aux-lr", type=float, help="lr of Muon's AdamW part (default: --lr)")
-    a("--momentum", type=float, help="Muon/SGD momentum")
+    a("--momentum", type=float, help="Muon/NorMuon/SGD momentum")
+    a("--beta1", type=float, help="Adam-family beta1 (Lion: interpolation beta)")
+    a("--beta2", type=float, help="Adam-family beta2 (Lion: momentum beta)")
+    a("--grad-clip", type=float, metavar="C", help="global L2 gradient clipping (0: off)")
     a("--weight-decay", type=float, help="weight decay")
-    a("--schedule", choices=["constant", "cosine", "linear"], help="lr decay (default cosine)")
+    a("--schedule", choices=list(SCHEDULES), help="lr decay (default cosine)")
+    a("--wsd-decay-fraction", type=float, help="wsd: fraction of the run in the final decay")
     a("--warmup", type=int, help="linear warmup steps")
     a("--min-lr-ratio", type=float, help="final lr / peak lr")
     a("--delay", type=int, metavar="TAU", help="gradient delay in steps (0 sync, 1 2BW)")
     a("--ef", type=float, metavar="LAM", help="Error Feedback coefficient (0 off)")
     a("--ef-level", choices=["update", "grad"], help="update-level (default) or gradient EF")
+    a("--sync-start", type=int, metavar="N", help="first N steps without delay (emulated)")
+    a("--sync-cooldown", type=int, metavar="N", help="last N steps without delay (emulated)")
+    a("--correction", choices=list(CORRECTIONS), help="delay correction (default none)")
+    a("--correction-coef", type=float, metavar="C",
+      help="DC-ASGD lambda or Nesterov look-ahead gamma")
     a("--stage-taus", type=_taus, metavar="T0,T1,..", help="per-stage delays (PipeDream)")
     a("--pipedream", type=int, metavar="P", help="original PipeDream delays P-1-s for P stages")
     a("--steps", type=int, help="optimizer steps")

@@ -1,7 +1,7 @@
 """Random parameter choices, mapped onto configurations that satisfy a theorem's assumptions.
 
 :class:`Draws` holds raw choices (what Hypothesis strategies or a numpy generator produce);
-:func:`config_for` turns them into a :class:`~numerics.methods.RunConfig` for a *kind* of
+:func:`config_for` turns them into a :class:`~numerics.methods.MethodConfig` for a *kind* of
 instance, enforcing the assumptions in numbers:
 
 | kind       | used by                                   | forced                                   |
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from numerics.methods import RunConfig
+from numerics.methods import MethodConfig
 from numerics.problems import Problem
 
 __all__ = ["Draws", "random_draws", "config_for", "KINDS", "ETA_RANGE", "ALPHA_RANGE",
@@ -108,7 +108,7 @@ def gd_step_limit(L: float, w: float) -> float:
     return (-1.0 + math.sqrt(1.0 + 4.0 * w)) / (2.0 * w * L)
 
 
-def config_for(kind: str, p: Problem, d: Draws) -> RunConfig:
+def config_for(kind: str, p: Problem, d: Draws) -> MethodConfig:
     """The configuration of ``kind`` (module table) built from the draws on problem ``p``."""
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r} is not one of {KINDS}")
@@ -127,4 +127,4 @@ def config_for(kind: str, p: Problem, d: Draws) -> RunConfig:
     # A5: D = eta/beta >= max(||x0||, ||x*||) >= 1, so beta <= eta <= 0.3 and 2 beta lam <= 0.9.
     # (1 + A5_MARGIN) keeps D >= max(...) after the float division at radius = 1.
     beta = eta / (d.radius * (1 + A5_MARGIN) * max(p.x0_norm, p.x_star_norm)) if wd else 0.0
-    return RunConfig(tau=tau, eta=eta, alpha=alpha, beta=beta, lam=lam, sigma=sigma, seed=d.seed)
+    return MethodConfig(tau=tau, eta=eta, alpha=alpha, beta=beta, lam=lam, sigma=sigma, seed=d.seed)

@@ -48,7 +48,7 @@ from numerics.problems import Problem
 from theory.update_rules import ef_correct, ema_momentum, grad_ef_mix, lmo_step
 
 __all__ = [
-    "RunConfig",
+    "MethodConfig",
     "Trajectory",
     "run",
     "run_naive",
@@ -80,7 +80,7 @@ STATES = ("x", "y", "xi", "g", "m", "d", "v", "z")
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunConfig:
+class MethodConfig:
     """The numeric parameters of one run (THEORY.md symbols)."""
 
     eta: float
@@ -126,7 +126,7 @@ class Trajectory:
 
     problem: Problem
     """The problem that was run."""
-    configs: tuple[RunConfig, ...]
+    configs: tuple[MethodConfig, ...]
     """The B configurations, in batch order."""
     method: str
     """Base method (one of METHODS)."""
@@ -175,14 +175,14 @@ class Trajectory:
         return self.series["mom_err_z"] if "mom_err_z" in self.series else self["mom_err"]
 
 
-def _param(configs: Sequence[RunConfig], name: str, event_ndim: int) -> Tensor:
+def _param(configs: Sequence[MethodConfig], name: str, event_ndim: int) -> Tensor:
     vals = torch.tensor([float(getattr(c, name)) for c in configs], dtype=torch.float64)
     return vals.view(-1, *([1] * event_ndim))  # (B, 1, ..., 1)
 
 
 def run(
     problem: Problem,
-    configs: Sequence[RunConfig],
+    configs: Sequence[MethodConfig],
     steps: int,
     *,
     method: str = "lmo",
@@ -215,8 +215,8 @@ def run(
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 10**7:
         raise ValueError(f"steps={steps!r} must be an int in [1, 1e7]")
     configs = tuple(configs)
-    if not configs or not all(isinstance(c, RunConfig) for c in configs):
-        raise TypeError("configs must be a non-empty sequence of RunConfig")
+    if not configs or not all(isinstance(c, MethodConfig) for c in configs):
+        raise TypeError("configs must be a non-empty sequence of MethodConfig")
     if method == "sgd" and any(c.alpha != 1.0 for c in configs):
         raise ValueError("method='sgd' has no momentum: alpha must be 1 (use 'heavy_ball')")
     z_mode = ef in ("update", "update_nowd")
@@ -370,7 +370,7 @@ def run(
     return Trajectory(problem, configs, method, ef, K, rec, st, x)
 
 
-def run_naive(problem: Problem, configs: Sequence[RunConfig], steps: int, **kwargs) -> list[Trajectory]:
+def run_naive(problem: Problem, configs: Sequence[MethodConfig], steps: int, **kwargs) -> list[Trajectory]:
     """The reference per-configuration Python loop (one ``run`` call per configuration); used by
     the benchmark and by the batch-independence tests."""
     return [run(problem, [c], steps, **kwargs) for c in configs]

@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from numerics.methods import RunConfig, run  # noqa: E402
+from numerics.methods import MethodConfig, run  # noqa: E402
 from numerics.problems import make_problem  # noqa: E402
 from numerics.trends import delay_gap_grid, ef_gain_table, gap_law, pl_law_table  # noqa: E402
 import theory  # noqa: E402
@@ -69,7 +69,7 @@ def _rates(out: Path, steps: int) -> str:
         p = make_problem(fam, size, 0)
         radius = 2.0 * max(p.x0_norm, p.x_star_norm)  # D = eta / beta (A5 holds with room)
         beta = eta / radius
-        traj = run(p, [RunConfig(tau=t, eta=eta, alpha=alpha, beta=beta) for t in TAUS], steps,
+        traj = run(p, [MethodConfig(tau=t, eta=eta, alpha=alpha, beta=beta) for t in TAUS], steps,
                    record=("gap",))
         ks = np.arange(steps + 1)
         r0 = float(traj["gap"][0, 0])

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from numerics.draws import Draws, config_for, random_draws
-from numerics.methods import RunConfig, Trajectory
+from numerics.methods import MethodConfig, Trajectory
 from numerics.problems import Problem
 import theory
 from theory.predicates import PREDICATES
@@ -59,7 +59,7 @@ class Spec:
     """Problem families the sampler draws from."""
     expectation: bool
     """True: the bound is on an expectation (seed mean, z-margin); False: pathwise (seed max)."""
-    applies: Callable[[Problem, RunConfig], str]
+    applies: Callable[[Problem, MethodConfig], str]
     """'' when the theorem's assumptions hold for (problem, config), else the reason."""
     observed: Callable[[Trajectory, torch.Tensor], tuple[torch.Tensor, np.ndarray]]
     """(traj, columns) -> (values (n_steps, S), step indices (n_steps,))."""
@@ -73,11 +73,11 @@ class Spec:
     """Map theory's bound (array over steps) to the per-step bound checked, or None for the
     bound itself (pl_delay_gap: the anytime statement ``r_k <= max(r0, floor)``)."""
 
-    def sample(self, rng: np.random.Generator, p: Problem) -> RunConfig:
+    def sample(self, rng: np.random.Generator, p: Problem) -> MethodConfig:
         """Random configuration satisfying the assumptions on this problem."""
         return config_for(self.kind, p, random_draws(rng))
 
-    def build(self, p: Problem, draws: Draws) -> RunConfig:
+    def build(self, p: Problem, draws: Draws) -> MethodConfig:
         """The configuration for given draws (Hypothesis strategies use this)."""
         return config_for(self.kind, p, draws)
 
@@ -91,14 +91,14 @@ def _radius_needed(p: Problem) -> float:
     return max(p.x0_norm, p.x_star_norm)
 
 
-def _common(p: Problem, c: RunConfig, traj: Trajectory, cols: torch.Tensor) -> dict:
+def _common(p: Problem, c: MethodConfig, traj: Trajectory, cols: torch.Tensor) -> dict:
     r0 = float(traj["gap"][0, cols[0]]) if "gap" in traj.series else p.delta0()
     return {"L": p.L, "eta": c.eta, "gamma": c.eta, "alpha": c.alpha, "beta": c.beta,
             "sigma": c.sigma, "rho": p.rho, "tau": c.tau, "lam": c.lam, "mu": p.mu,
             "r0": r0, "Delta0": r0}
 
 
-def _wd_ok(p: Problem, c: RunConfig) -> str:
+def _wd_ok(p: Problem, c: MethodConfig) -> str:
     if c.beta <= 0:
         return f"needs weight decay beta > 0 (beta={c.beta})"
     d = c.eta / c.beta

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from numerics.draws import Draws, config_for, random_draws
-from numerics.methods import RunConfig, run
+from numerics.methods import MethodConfig, run
 from numerics.problems import Problem
 from numerics.verify import CONFIRM_SEED_OFFSET, CONFIRM_SEEDS
 import theory
@@ -74,11 +74,11 @@ class Scenario:
     geometries: tuple[str, ...] = ("l2", "linf", "spectral")
     """Geometries the scenario runs in."""
 
-    def sample(self, rng: np.random.Generator, p: Problem) -> RunConfig:
+    def sample(self, rng: np.random.Generator, p: Problem) -> MethodConfig:
         """A configuration satisfying the hypotheses on this problem."""
         return config_for(self.kind, p, random_draws(rng))
 
-    def build(self, p: Problem, draws: Draws) -> RunConfig:
+    def build(self, p: Problem, draws: Draws) -> MethodConfig:
         """The configuration for given draws."""
         return config_for(self.kind, p, draws)
 
@@ -136,7 +136,7 @@ def covered_predicates() -> set[str]:
     return {n for s in SCENARIOS.values() for n in s.predicates}
 
 
-def _per(configs: Sequence[RunConfig], name: str, steps: int | None = None) -> torch.Tensor:
+def _per(configs: Sequence[MethodConfig], name: str, steps: int | None = None) -> torch.Tensor:
     v = torch.tensor([float(getattr(c, name)) for c in configs], dtype=torch.float64)
     return v if steps is None else v.repeat(steps)  # flatten order: (k, b) -> k * B + b
 
@@ -154,7 +154,7 @@ def _stat(slack: torch.Tensor) -> float:
     return float(mean.min())
 
 
-def scenario_slacks(scenario: str, problem: Problem, configs: Sequence[RunConfig], steps: int,
+def scenario_slacks(scenario: str, problem: Problem, configs: Sequence[MethodConfig], steps: int,
                     *, seeds: int = 8, confirm: bool = True) -> dict[str, float]:
     """Run ``configs`` (each with ``seeds`` seeds when sigma > 0; the expectation predicates need
     equal seed counts, so all configurations get the same number) and return predicate name ->
@@ -164,20 +164,20 @@ def scenario_slacks(scenario: str, problem: Problem, configs: Sequence[RunConfig
     out = _scenario_slacks(scenario, problem, configs, steps, seeds)
     bad = [n for n in STAT_PREDICATES if n in out and not out[n] >= -TOL]
     if bad and confirm:
-        fresh = [RunConfig(**{**vars(c), "seed": c.seed + CONFIRM_SEED_OFFSET}) for c in configs]
+        fresh = [MethodConfig(**{**vars(c), "seed": c.seed + CONFIRM_SEED_OFFSET}) for c in configs]
         again = _scenario_slacks(scenario, problem, fresh, steps, CONFIRM_SEEDS)
         for n in bad:
             out[n] = again[n]
     return out
 
 
-def _scenario_slacks(scenario: str, problem: Problem, configs: Sequence[RunConfig], steps: int,
+def _scenario_slacks(scenario: str, problem: Problem, configs: Sequence[MethodConfig], steps: int,
                      seeds: int) -> dict[str, float]:
     sc = SCENARIOS[scenario]
     if problem.geometry.name not in sc.geometries:
         raise ValueError(f"scenario {scenario!r} runs in {sc.geometries}, not {problem.geometry.name}")
     n_seeds = seeds if any(c.sigma > 0 for c in configs) else 1
-    runs = [RunConfig(**{**vars(c), "seed": c.seed + s}) for c in configs for s in range(n_seeds)]
+    runs = [MethodConfig(**{**vars(c), "seed": c.seed + s}) for c in configs for s in range(n_seeds)]
     tr = run(problem, runs, steps, method=sc.method, ef=sc.ef, record=("gap",), states=sc.states)
     geo, f, grad = problem.geometry, problem.f, problem.grad
     K, B = steps, len(runs)

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from numerics.methods import RunConfig, Trajectory, run
+from numerics.methods import MethodConfig, Trajectory, run
 from numerics.problems import Problem
 import theory
 
@@ -63,7 +63,7 @@ def delay_gap_grid(
     Returns ``{"taus", "etas", "floor": (T, E) tensor, "gap": (T, E) tensor}``; tau = 0 is added
     to the runs when missing (it is the reference)."""
     all_taus = sorted(set(taus) | {0})
-    cfgs = [RunConfig(tau=t, eta=e, alpha=alpha, beta=beta) for t in all_taus for e in etas]
+    cfgs = [MethodConfig(tau=t, eta=e, alpha=alpha, beta=beta) for t in all_taus for e in etas]
     traj = run(problem, cfgs, steps, method=method, record=("gap",))
     fl = floor(traj).view(len(all_taus), len(etas))
     rows = [all_taus.index(t) for t in taus]
@@ -140,8 +140,8 @@ def ef_gain_table(
     """EF gain over an (alpha, lam) grid at tau = 1 (deterministic, beta = 0)."""
     cfgs = []
     for a in alphas:
-        cfgs.append(RunConfig(tau=0, eta=eta, alpha=a))
-        cfgs.extend(RunConfig(tau=1, eta=eta, alpha=a, lam=lam) for lam in [0.0, *lams])
+        cfgs.append(MethodConfig(tau=0, eta=eta, alpha=a))
+        cfgs.extend(MethodConfig(tau=1, eta=eta, alpha=a, lam=lam) for lam in [0.0, *lams])
     traj = run(problem, cfgs, steps, ef=ef, record=("gap", "omega"))
     fl = floor(traj)
     om = traj["omega"][int(round(traj["omega"].shape[0] * (1 - TAIL))):]
@@ -177,7 +177,7 @@ def sgd_stability_threshold(
     bounds = {t: (lo, hi) for t in taus}
     for _ in range(rounds):
         grids = {t: torch.linspace(*bounds[t], width, dtype=torch.float64).tolist() for t in taus}
-        cfgs = [RunConfig(tau=t, eta=g) for t in taus for g in grids[t]]
+        cfgs = [MethodConfig(tau=t, eta=g) for t in taus for g in grids[t]]
         gap = run(problem, cfgs, steps, method="sgd", record=("gap",))["gap"]
         ok = ((gap[-1] < gap[0]) & torch.isfinite(gap[-1])).view(len(taus), width)
         for i, t in enumerate(taus):
@@ -198,7 +198,7 @@ def lmo_radius(
     """Delayed LMO with decoupled weight decay ``beta = eta * wd`` (radius D = 1/wd) from x_0:
     per tau the max of ||x_k|| and of ||x_{k+1} - x_k|| / eta."""
     beta = eta * wd
-    cfgs = [RunConfig(tau=t, eta=eta, alpha=alpha, beta=beta, sigma=sigma, seed=t) for t in taus]
+    cfgs = [MethodConfig(tau=t, eta=eta, alpha=alpha, beta=beta, sigma=sigma, seed=t) for t in taus]
     traj = run(problem, cfgs, steps, record=("xnorm", "step"))
     return {"taus": list(taus), "D": 1.0 / wd,
             "max_norm": traj["xnorm"].max(dim=0).values.tolist(),

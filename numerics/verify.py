@@ -31,13 +31,13 @@ import numpy as np
 import sympy
 import torch
 
-from numerics.methods import RunConfig, Trajectory, run
+from numerics.methods import MethodConfig, Trajectory, run
 from numerics.problems import Problem
 from numerics.specs import SPECS, Spec
 import theory
 
 __all__ = [
-    "Verdict",
+    "BoundCheck",
     "verify",
     "verify_batch",
     "sweep",
@@ -70,14 +70,14 @@ CONFIRM_FALSE_ALARM = 1e-6
 
 
 @dataclass(frozen=True, kw_only=True)
-class Verdict:
+class BoundCheck:
     """Outcome of checking one theorem on one (problem, configuration)."""
 
     theorem: str
     """Theorem name."""
     problem: str
     """Problem name."""
-    config: RunConfig
+    config: MethodConfig
     """The configuration (its seed is the first of ``seeds`` consecutive seeds)."""
     bound: float
     """The bound at the step where observed/bound is largest."""
@@ -156,9 +156,9 @@ def _at(values: dict, j: int) -> dict:
 
 
 def verify_batch(
-    theorem: theory.Theorem | str, problem: Problem, configs: Sequence[RunConfig], steps: int, *,
+    theorem: theory.Theorem | str, problem: Problem, configs: Sequence[MethodConfig], steps: int, *,
     seeds: int = DEFAULT_SEEDS,
-) -> list[Verdict]:
+) -> list[BoundCheck]:
     """Verdicts for several configurations of one problem, simulated in one batched run.
 
     ``theorem`` is a :class:`theory.Theorem` or its name in ``theory.THEOREMS``. A configuration
@@ -180,7 +180,7 @@ def verify_batch(
     for i, c in enumerate(configs):
         n = seeds if c.sigma > 0 else 1
         for s in range(n):
-            runs.append(RunConfig(**{**vars(c), "seed": c.seed + s}))
+            runs.append(MethodConfig(**{**vars(c), "seed": c.seed + s}))
             owner.append(i)
     traj = run(problem, runs, steps, method=spec.method, ef=spec.ef, record=spec.record)
     owner_t = torch.tensor(owner)
@@ -194,12 +194,12 @@ def verify_batch(
     return out
 
 
-def _confirm(thm, spec: Spec, problem: Problem, c: RunConfig, steps: int, verdict: "Verdict",
-             flagged: np.ndarray) -> "Verdict":
+def _confirm(thm, spec: Spec, problem: Problem, c: MethodConfig, steps: int, verdict: "BoundCheck",
+             flagged: np.ndarray) -> "BoundCheck":
     """Re-test the steps the screening flagged with CONFIRM_SEEDS fresh seeds (independent of
     the screening sample, so its outliers cannot confirm themselves): a violation stands only if
     ``mean - z * se > bound`` at a flagged step, z Bonferroni-corrected over the flagged steps."""
-    runs = [RunConfig(**{**vars(c), "seed": c.seed + CONFIRM_SEED_OFFSET + s}) for s in range(CONFIRM_SEEDS)]
+    runs = [MethodConfig(**{**vars(c), "seed": c.seed + CONFIRM_SEED_OFFSET + s}) for s in range(CONFIRM_SEEDS)]
     traj = run(problem, runs, steps, method=spec.method, ef=spec.ef, record=spec.record)
     cols = torch.arange(len(runs))
     obs_paths, ks = spec.observed(traj, cols)
@@ -249,7 +249,7 @@ def _ratio(obs: np.ndarray, bound: np.ndarray, finite: np.ndarray) -> np.ndarray
     return np.where(finite, r, np.inf)
 
 
-def _judge(thm, spec: Spec, problem: Problem, c: RunConfig, traj: Trajectory, cols: torch.Tensor) -> Verdict:
+def _judge(thm, spec: Spec, problem: Problem, c: MethodConfig, traj: Trajectory, cols: torch.Tensor) -> BoundCheck:
     obs_paths, ks = spec.observed(traj, cols)  # (n_k, S), (n_k,)
     s_count = obs_paths.shape[1]
     if spec.expectation:
@@ -296,7 +296,7 @@ def _judge(thm, spec: Spec, problem: Problem, c: RunConfig, traj: Trajectory, co
     for name, slack in pathwise.items():
         if not slack >= -ABS_TOL:
             reasons.append(f"pathwise check {name} fails: min slack {slack:.3g}")
-    return Verdict(
+    return BoundCheck(
         theorem=thm.name, problem=problem.name, config=c, bound=float(bound[j]),
         observed=float(obs[j]), ratio=float(ratio[j]), ratio_lower=float(ratio_lower.max()),
         ratio_tail=float(ratio[tail].max()), ratio_tail_lower=float(ratio_lower_all[tail].max()),
@@ -306,14 +306,14 @@ def _judge(thm, spec: Spec, problem: Problem, c: RunConfig, traj: Trajectory, co
     ), flagged
 
 
-def verify(theorem: theory.Theorem | str, problem: Problem, config: RunConfig, steps: int, *,
-           seeds: int = DEFAULT_SEEDS) -> Verdict:
+def verify(theorem: theory.Theorem | str, problem: Problem, config: MethodConfig, steps: int, *,
+           seeds: int = DEFAULT_SEEDS) -> BoundCheck:
     """Check ``theorem`` on one configuration (see :func:`verify_batch`)."""
     return verify_batch(theorem, problem, [config], steps, seeds=seeds)[0]
 
 
-def sweep(theorem: theory.Theorem | str, instances: Sequence[tuple[Problem, RunConfig]],
-          steps: int, *, seeds: int = DEFAULT_SEEDS, batch: int = 256, progress=None) -> list[Verdict]:
+def sweep(theorem: theory.Theorem | str, instances: Sequence[tuple[Problem, MethodConfig]],
+          steps: int, *, seeds: int = DEFAULT_SEEDS, batch: int = 256, progress=None) -> list[BoundCheck]:
     """Verdicts for many (problem, configuration) instances, batched per problem (at most
     ``batch`` configurations per call); ``progress(done, total)`` is called after each batch.
     Verdicts come back in instance order."""
@@ -322,7 +322,7 @@ def sweep(theorem: theory.Theorem | str, instances: Sequence[tuple[Problem, RunC
     for i, (p, _) in enumerate(instances):
         groups.setdefault(id(p), []).append(i)
         problems[id(p)] = p
-    out: list[Verdict | None] = [None] * len(instances)
+    out: list[BoundCheck | None] = [None] * len(instances)
     done = 0
     for key, idx in groups.items():
         for start in range(0, len(idx), batch):

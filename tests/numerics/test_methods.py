@@ -10,7 +10,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from numerics.methods import EF_MODES, RunConfig, run, run_naive
+from numerics.methods import EF_MODES, MethodConfig, run, run_naive
 from numerics.noise import NOISE_BLOCK, gaussian_noise
 from numerics.problems import FAMILIES, make_problem
 
@@ -74,7 +74,7 @@ def reference(problem, cfg, steps, method, ef, noise):
 
 
 configs = st.builds(
-    RunConfig,
+    MethodConfig,
     tau=st.integers(0, 3),
     eta=st.floats(min_value=1e-3, max_value=0.3, allow_nan=False),
     alpha=st.floats(min_value=0.05, max_value=1.0, allow_nan=False),
@@ -91,13 +91,13 @@ configs = st.builds(
     st.sampled_from(["lmo", "heavy_ball", "sgd", "adam"]),
     st.sampled_from(EF_MODES),
 )
-@example("quadratic_linf", RunConfig(tau=2, eta=0.1, alpha=0.3, beta=0.05, lam=1.0, sigma=0.3, seed=3), "lmo", "update")
+@example("quadratic_linf", MethodConfig(tau=2, eta=0.1, alpha=0.3, beta=0.05, lam=1.0, sigma=0.3, seed=3), "lmo", "update")
 def test_batched_run_matches_reference_loop(family, cfg, method, ef):
     if method == "sgd":
-        cfg = RunConfig(**{**cfg.__dict__, "alpha": 1.0})
+        cfg = MethodConfig(**{**cfg.__dict__, "alpha": 1.0})
     p = make_problem(family, 3, 7)
     if method in ("sgd", "heavy_ball"):
-        cfg = RunConfig(**{**cfg.__dict__, "eta": min(cfg.eta, STABLE_ETA_L / (p.L * (1 + cfg.lam)))})
+        cfg = MethodConfig(**{**cfg.__dict__, "eta": min(cfg.eta, STABLE_ETA_L / (p.L * (1 + cfg.lam)))})
     steps = 25
     traj = run(p, [cfg], steps, method=method, ef=ef)
     # The documented noise stream: the run's own generator, NOISE_BLOCK steps per draw.
@@ -129,10 +129,10 @@ def test_batch_independence_is_bitwise(cfgs, family, ef):
 
 def test_same_seed_same_trajectory_and_different_seed_differs():
     p = make_problem("quadratic_l2", 4, 0)
-    c = RunConfig(tau=1, eta=0.05, alpha=0.2, sigma=0.5, seed=11)
+    c = MethodConfig(tau=1, eta=0.05, alpha=0.2, sigma=0.5, seed=11)
     a, b = run(p, [c], 300), run(p, [c], 300)
     assert all(torch.equal(a[n], b[n]) for n in a.series)
-    d = run(p, [RunConfig(tau=1, eta=0.05, alpha=0.2, sigma=0.5, seed=12)], 300)
+    d = run(p, [MethodConfig(tau=1, eta=0.05, alpha=0.2, sigma=0.5, seed=12)], 300)
     assert not torch.equal(a["gap"], d["gap"])
     # A longer run starts with the same trajectory (the noise stream does not depend on K).
     e = run(p, [c], 700)
@@ -143,7 +143,7 @@ def test_delay_reads_the_start_point_first():
     """tau = 2: steps 0, 1, 2 all use grad f(x_0); with alpha = 1, sgd and no noise the first three
     updates are identical."""
     p = make_problem("quadratic_l2", 3, 0)
-    t = run(p, [RunConfig(tau=2, eta=0.1)], 4, method="sgd", record=("omega", "step"))
+    t = run(p, [MethodConfig(tau=2, eta=0.1)], 4, method="sgd", record=("omega", "step"))
     g0 = p.grad(p.x0)
     assert torch.allclose(t["step"][:3, 0], torch.full((3,), 0.1 * float(g0.norm()), dtype=torch.float64))
     assert float(t["omega"][0, 0]) == 0.0 and float(t["omega"][1, 0]) > 0.0
@@ -151,7 +151,7 @@ def test_delay_reads_the_start_point_first():
 
 def test_noise_error_is_zero_without_noise_and_momentum_error_splits():
     p = make_problem("quadratic_l2", 3, 0)
-    t = run(p, [RunConfig(eta=0.05, alpha=0.3), RunConfig(eta=0.05, alpha=0.3, sigma=1.0, seed=2)], 50)
+    t = run(p, [MethodConfig(eta=0.05, alpha=0.3), MethodConfig(eta=0.05, alpha=0.3, sigma=1.0, seed=2)], 50)
     assert float(t["noise_err"][:, 0].abs().max()) == 0.0
     assert float(t["noise_err"][:, 1].min()) > 0.0
     assert float(t["mom_err"][0, 0]) == 0.0  # m_0 = grad f(x_0) exactly when sigma = 0, tau = 0
@@ -159,7 +159,7 @@ def test_noise_error_is_zero_without_noise_and_momentum_error_splits():
 
 def test_run_validates_arguments():
     p = make_problem("quadratic_l2", 3, 0)
-    c = RunConfig(eta=0.1)
+    c = MethodConfig(eta=0.1)
     with pytest.raises(ValueError, match="method='newton'"):
         run(p, [c], 5, method="newton")
     with pytest.raises(ValueError, match="ef='both'"):
@@ -167,14 +167,14 @@ def test_run_validates_arguments():
     with pytest.raises(ValueError, match="steps=0"):
         run(p, [c], 0)
     with pytest.raises(ValueError, match="alpha must be 1"):
-        run(p, [RunConfig(eta=0.1, alpha=0.5)], 5, method="sgd")
+        run(p, [MethodConfig(eta=0.1, alpha=0.5)], 5, method="sgd")
     with pytest.raises(ValueError, match="record"):
         run(p, [c], 5, record=("loss",))
     with pytest.raises(ValueError, match="tau=-1"):
-        RunConfig(eta=0.1, tau=-1)
+        MethodConfig(eta=0.1, tau=-1)
     with pytest.raises(ValueError, match="alpha=0"):
-        RunConfig(eta=0.1, alpha=0.0)
+        MethodConfig(eta=0.1, alpha=0.0)
     with pytest.raises(TypeError, match="eta=nan"):
-        RunConfig(eta=float("nan"))
+        MethodConfig(eta=float("nan"))
     with pytest.raises(TypeError, match="tau=1.5"):
-        RunConfig(eta=0.1, tau=1.5)
+        MethodConfig(eta=0.1, tau=1.5)

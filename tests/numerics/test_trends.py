@@ -101,9 +101,9 @@ def test_delayed_sgd_threshold_falls_with_tau_and_matches_stability_limit():
         assert math.isclose(m, e, rel_tol=THRESHOLD_RTOL), (measured, exact)
     # Above its threshold delayed SGD blows up while the delayed LMO method with the same step
     # length and weight decay stays in its ball.
-    from numerics.methods import RunConfig, run
+    from numerics.methods import MethodConfig, run
 
-    cfg = [RunConfig(tau=4, eta=1.3 * exact[3])]
+    cfg = [MethodConfig(tau=4, eta=1.3 * exact[3])]
     sgd = run(p, cfg, 1500, method="sgd", record=("gap",))["gap"][:, 0]
     assert not bool(torch.isfinite(sgd[-1])) or float(sgd[-1]) > 1e6 * float(sgd[0])
     lmo = lmo_radius(p, [4], eta=1.3 * exact[3], wd=0.5, alpha=1.0, steps=1500)

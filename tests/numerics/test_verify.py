@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, target
 from hypothesis import strategies as st
 
-from numerics.methods import RunConfig
+from numerics.methods import MethodConfig
 from numerics.problems import make_problem
 from numerics.specs import SPECS
 from numerics.verify import verify, verify_batch
@@ -60,7 +60,7 @@ def test_bound_holds_at_every_step(name, data, d):
 
 def test_verdict_fields_and_anytime_cross_check():
     p = make_problem("quadratic_l2", 4, 0)
-    c = RunConfig(tau=2, eta=0.05, alpha=0.2, beta=0.05 / 4)
+    c = MethodConfig(tau=2, eta=0.05, alpha=0.2, beta=0.05 / 4)
     v = verify("star_convex_delayed", p, c, 100)
     assert v.holds and 0 < v.ratio <= 1 and v.seeds == 1 and 1 <= v.step <= 100
     # the reported bound is theory's evaluate() at the worst step
@@ -74,7 +74,7 @@ def test_checker_catches_a_too_small_bound():
     thm = THEOREMS["nonconvex_delayed"]
     shrunk = dataclasses.replace(thm, bound=thm.bound / 1000)
     p = make_problem("quadratic_linf", 4, 0)
-    v = verify(shrunk, p, RunConfig(tau=3, eta=0.02, alpha=0.3), 100)
+    v = verify(shrunk, p, MethodConfig(tau=3, eta=0.02, alpha=0.3), 100)
     assert not v.holds and "bound violated" in v.reason
 
 
@@ -83,7 +83,7 @@ def test_checker_catches_a_wrong_smoothness_constant():
     recursion (the run itself is unchanged, only the constant the check uses)."""
     p = make_problem("quadratic_l2", 6, 1)
     wrong = dataclasses.replace(p, L=p.L / 10)
-    c = RunConfig(tau=0, eta=0.2, alpha=1.0, beta=0.2 / 3)
+    c = MethodConfig(tau=0, eta=0.2, alpha=1.0, beta=0.2 / 3)
     assert verify("star_convex_delayed", p, c, 200).holds
     v = verify("star_convex_delayed", wrong, c, 200)
     assert not v.holds and ("one_step_recursion" in v.reason or "bound violated" in v.reason)
@@ -92,19 +92,19 @@ def test_checker_catches_a_wrong_smoothness_constant():
 def test_assumptions_are_enforced():
     p = make_problem("pl_sine", 3, 0)
     with pytest.raises(ValueError, match="not star-convex"):
-        verify("star_convex_delayed", p, RunConfig(eta=0.1, beta=0.01), 10)
+        verify("star_convex_delayed", p, MethodConfig(eta=0.1, beta=0.01), 10)
     q = make_problem("quadratic_l2", 3, 0)
     with pytest.raises(ValueError, match="A5 fails"):
-        verify("star_convex_delayed", q, RunConfig(eta=0.1, beta=0.5), 10)
+        verify("star_convex_delayed", q, MethodConfig(eta=0.1, beta=0.5), 10)
     with pytest.raises(ValueError, match="tau = 1"):
-        verify("nonconvex_delayed_ef", q, RunConfig(eta=0.1, tau=2, lam=1.0), 10)
+        verify("nonconvex_delayed_ef", q, MethodConfig(eta=0.1, tau=2, lam=1.0), 10)
     with pytest.raises(ValueError, match="unknown theorem 'nope'"):
-        verify("nope", q, RunConfig(eta=0.1), 10)
+        verify("nope", q, MethodConfig(eta=0.1), 10)
 
 
 def test_stochastic_verdict_uses_seed_mean_with_margin():
     p = make_problem("quadratic_l2", 4, 0)
-    c = RunConfig(tau=1, eta=0.02, alpha=0.1, sigma=0.5, seed=10)
+    c = MethodConfig(tau=1, eta=0.02, alpha=0.1, sigma=0.5, seed=10)
     v1, v2 = verify_batch("nonconvex_delayed", p, [c, c], 80, seeds=5)
     assert v1.seeds == 5 and v1.holds and v1.ratio_lower <= v1.ratio
     assert v1.observed == v2.observed  # same seeds -> same result
@@ -129,5 +129,5 @@ def test_confirmation_keeps_real_stochastic_violations():
     thm = THEOREMS["nonconvex_delayed"]
     shrunk = dataclasses.replace(thm, bound=thm.bound / 3)
     p = make_problem("quadratic_l2", 4, 0)
-    v = verify(shrunk, p, RunConfig(tau=2, eta=0.02, alpha=0.2, sigma=0.5, seed=3), 100, seeds=4)
+    v = verify(shrunk, p, MethodConfig(tau=2, eta=0.02, alpha=0.2, sigma=0.5, seed=3), 100, seeds=4)
     assert not v.holds and "confirmed with 256 fresh seeds" in v.reason
