@@ -15,7 +15,12 @@ SMALL_RUN = ["train", "--preset", "tiny", "--seq-len", "16", "--batch-size", "2"
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--optimizer", "lion"], "invalid choice"),
+    (["--optimizer", "lamb"], "invalid choice"),
+    (["--correction", "dcasgd"], "correction_coef"),
+    (["--correction", "pipemare"], "invalid choice"),
+    (["--grad-clip", "-1"], "grad_clip"),
+    (["--pipeline", "2bw", "--stages", "2", "--microbatches", "2", "--sync-start", "3"],
+     "no flush"),
     (["--delay", "-1"], "tau"),
     (["--ef", "nan"], "ef_lambda"),
     (["--microbatches", "0"], "microbatches"),
@@ -67,3 +72,32 @@ def test_resume_without_a_checkpoint_names_the_directory_and_starts_nothing(tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"no checkpoint found in {out}" in err[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("optimizer", ["normuon", "soap", "lion", "adan"])
+def test_the_papers_optimizers_train_under_delay_and_ef(tmp_path, capsys, optimizer):
+    out = tmp_path / optimizer
+    assert main([*SMALL_RUN, "--steps", "2", "--optimizer", optimizer, "--delay", "1",
+                 "--ef", "1", "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["status"] == "completed" and summary["steps"] == 2
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["optim"]["name"] == optimizer and saved["delay"]["ef_lambda"] == 1.0
+
+
+def test_schedule_clip_sync_phase_and_correction_flags_reach_the_config(tmp_path, capsys):
+    out = tmp_path / "knobs"
+    assert main([*SMALL_RUN, "--steps", "3", "--optimizer", "nadamw", "--beta1", "0.99",
+                 "--beta2", "0.999", "--grad-clip", "1", "--schedule", "wsd",
+                 "--wsd-decay-fraction", "0.5", "--delay", "1", "--sync-start", "1",
+                 "--sync-cooldown", "1", "--correction", "dcasgd", "--correction-coef", "0.1",
+                 "--out", str(out)]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert {k: saved["optim"][k] for k in ("name", "beta1", "beta2", "grad_clip", "schedule",
+                                           "wsd_decay_fraction")} == \
+        {"name": "nadamw", "beta1": 0.99, "beta2": 0.999, "grad_clip": 1.0, "schedule": "wsd",
+         "wsd_decay_fraction": 0.5}
+    assert {k: saved["delay"][k] for k in ("tau", "sync_start", "sync_cooldown", "correction",
+                                           "correction_coef")} == \
+        {"tau": 1, "sync_start": 1, "sync_cooldown": 1, "correction": "dcasgd",
+         "correction_coef": 0.1}
