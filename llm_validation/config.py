@@ -283,7 +283,8 @@ class OptimConfig:
     decay_steps: int | None = None
     """Step at which decay ends; None means the run's total steps."""
     wsd_decay_fraction: float = 0.2
-    """WSD only: fraction in (0, 1] of the steps after warmup spent in the final linear decay."""
+    """WSD only: fraction in (0, 1] of the run (of ``decay_steps``) spent in the final linear
+    decay (it never starts before the warmup ends)."""
     grad_clip: float = 0.0
     """Global L2-norm clipping of the gradient the step uses (0 = off): ``g <- g min(1,
     grad_clip / (||g|| + 1e-6))`` as torch.nn.utils.clip_grad_norm_, over all stages."""

@@ -48,7 +48,8 @@ Schedule (:func:`lr_factor`, pure): linear warmup ``(step + 1) / warmup_steps`` 
 ``step < warmup_steps``, then ``constant``, ``cosine`` or ``linear`` decay from 1 to
 ``min_lr_ratio`` at ``decay_steps`` (default: the run's total steps), constant afterwards; or
 ``wsd`` (warmup-stable-decay, Hu et al. 2024 "MiniCPM"): 1 until the last
-``wsd_decay_fraction`` of the post-warmup steps, then linear to ``min_lr_ratio`` at the end.
+``wsd_decay_fraction`` of the run (of ``decay_steps``; never before the warmup ends), then
+linear to ``min_lr_ratio`` at the end.
 """
 
 from __future__ import annotations
@@ -263,8 +264,8 @@ def lr_factor(step: int, cfg: OptimConfig, total_steps: int | None = None) -> fl
         raise ValueError(f"schedule={cfg.schedule!r} needs decay_steps or total_steps")
     r = cfg.min_lr_ratio
     if cfg.schedule == "wsd":
-        length = cfg.wsd_decay_fraction * max(1, end - warm)     # steps of the final decay
-        progress = min(1.0, max(0.0, (step - (end - length)) / length))
+        start = max(warm, end - cfg.wsd_decay_fraction * end)    # the final decay begins
+        progress = min(1.0, max(0.0, (step - start) / max(1, end - start)))
         return 1.0 - (1.0 - r) * progress
     progress = min(1.0, (step - warm) / max(1, end - warm))
     if cfg.schedule == "cosine":

@@ -193,15 +193,16 @@ def test_soap_keeps_an_oversized_dimension_unpreconditioned_and_l_inf():
 
 
 def test_wsd_schedule_textbook_values():
-    """Warmup 10, stable at the peak, linear decay over the last 20% of the 100 post-warmup
-    steps (steps 90..110) to min_lr_ratio."""
+    """Warmup 10, stable at the peak, linear decay over the last 20% of the 110-step run
+    (steps 88..110) to min_lr_ratio; a decay longer than the post-warmup part starts when the
+    warmup ends."""
     wsd = OptimConfig(lr=1.0, schedule="wsd", warmup_steps=10, min_lr_ratio=0.1,
                       wsd_decay_fraction=0.2)
     assert lr_factor(0, wsd, 110) == pytest.approx(0.1)
     assert lr_factor(9, wsd, 110) == pytest.approx(1.0)
-    assert [lr_factor(s, wsd, 110) for s in (10, 50, 89, 90)] == pytest.approx([1.0] * 4)
-    assert lr_factor(95, wsd, 110) == pytest.approx(1.0 - 0.9 * 0.25)
-    assert lr_factor(100, wsd, 110) == pytest.approx(0.55)                    # half way down
+    assert [lr_factor(s, wsd, 110) for s in (10, 50, 87, 88)] == pytest.approx([1.0] * 4)
+    assert lr_factor(93, wsd, 110) == pytest.approx(1.0 - 0.9 * 5 / 22)
+    assert lr_factor(99, wsd, 110) == pytest.approx(0.55)                     # half way down
     assert lr_factor(110, wsd, 110) == pytest.approx(0.1)
     assert lr_factor(500, wsd, 110) == pytest.approx(0.1)
     whole = OptimConfig(lr=2.0, schedule="wsd", min_lr_ratio=0.0, wsd_decay_fraction=1.0,
@@ -209,6 +210,10 @@ def test_wsd_schedule_textbook_values():
     lin = OptimConfig(lr=2.0, schedule="linear", min_lr_ratio=0.0, decay_steps=100)
     assert [lr_at(s, whole) for s in range(0, 120, 7)] == \
         pytest.approx([lr_at(s, lin) for s in range(0, 120, 7)])
+    late = OptimConfig(lr=1.0, schedule="wsd", warmup_steps=60, min_lr_ratio=0.0,
+                       wsd_decay_fraction=0.5)                # 50% of 100 steps > 40 left
+    assert [lr_factor(s, late, 100) for s in (59, 60, 80, 100)] == \
+        pytest.approx([1.0, 1.0, 0.5, 0.0])
     with pytest.raises(ValueError, match="total_steps"):
         lr_factor(5, OptimConfig(schedule="wsd"))
 
