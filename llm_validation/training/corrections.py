@@ -85,10 +85,10 @@ EF_LEVELS = ("update", "grad")
 EF_CHUNK = 1 << 16
 
 
-def _check_lam(lam: Any) -> float:
+def _check_lam(lam: Any, what: str = "ef_lambda") -> float:
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) \
             or lam < 0:
-        raise ValueError(f"ef_lambda={lam!r} must be a finite real >= 0")
+        raise ValueError(f"{what}={lam!r} must be a finite real >= 0")
     return float(lam)
 
 

@@ -134,10 +134,9 @@ class DelayedOptimizer:
         if correction == "nesterov" and lam > 0 and ef_level == "update":
             raise ValueError("correction='nesterov' and update-level EF both rewrite the "
                              "applied update; use one of them")
-        if isinstance(grad_clip, bool) or not isinstance(grad_clip, (int, float)) \
-                or not math.isfinite(grad_clip) or grad_clip < 0:
-            raise ValueError(f"grad_clip={grad_clip!r} must be a finite real >= 0")
-        effective_tau(0, 0, sync_start, sync_cooldown, total_steps)      # validates the knobs
+        grad_clip = _check_lam(grad_clip, "grad_clip")
+        effective_tau(0, 0, 0, sync_cooldown, total_steps)               # validates the knobs
+        effective_tau(0, 0, sync_start)
         groups = optimizer.param_groups
         if group_taus is not None:
             group_taus = list(group_taus)
@@ -149,7 +148,7 @@ class DelayedOptimizer:
         self.ef_lambda, self.ef_level = lam, ef_level
         self.sync_start, self.sync_cooldown = sync_start, sync_cooldown
         self.total_steps = total_steps
-        self.grad_clip, self.reduce_sq = float(grad_clip), reduce_sq
+        self.grad_clip, self.reduce_sq = grad_clip, reduce_sq
         self.params: list[Tensor] = []
         self.taus: list[int] = []
         seen: set[int] = set()
