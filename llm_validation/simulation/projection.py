@@ -192,6 +192,9 @@ def plot_projection(comparison: list[dict[str, Any]], path: str | Path, *, title
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.6))
     colors = {"gpipe": "#4C78A8", "1f1b": "#F58518", "interleaved-1f1b": "#54A24B",
               "zb-h1": "#E45756"}
+    # distinct markers and sizes keep coinciding lines visible
+    markers = {"gpipe": ("o", 8), "1f1b": ("s", 7), "interleaved-1f1b": ("^", 6),
+               "zb-h1": ("D", 4)}
     styles = ["-", "--", ":", "-."]
     variants = sorted({(m, d) for _, m, d in groups})
     for (base, m, d), rs in sorted(groups.items()):
@@ -199,10 +202,10 @@ def plot_projection(comparison: list[dict[str, Any]], path: str | Path, *, title
         xs = [r["stages"] for r in rs]
         ls = styles[variants.index((m, d)) % len(styles)]
         label = f"vs {base} ({m}, D={d})" if len(variants) > 1 else f"vs {base}"
-        a1.plot(xs, [r["speedup_2bw"] for r in rs], ls, marker="o", color=colors.get(base),
-                label=label)
-        a2.plot(xs, [r["extra_memory_gib"] for r in rs], ls, marker="o", color=colors.get(base),
-                label=label)
+        mk, size = markers.get(base, ("o", 6))
+        style = dict(marker=mk, markersize=size, color=colors.get(base))
+        a1.plot(xs, [r["speedup_2bw"] for r in rs], ls, label=label, **style)
+        a2.plot(xs, [r["extra_memory_gib"] for r in rs], ls, **style)
     for ax in (a1, a2):
         ax.set_xscale("log", base=2)
         ticks = sorted({r["stages"] for r in comparison})
@@ -216,9 +219,12 @@ def plot_projection(comparison: list[dict[str, Any]], path: str | Path, *, title
     a2.axhline(0.0, color="gray", lw=0.8)
     a2.set_ylabel("2BW extra peak memory (GiB, largest stage)")
     a2.set_title("memory: 2BW minus each synchronous schedule", fontsize=10)
-    a1.legend(fontsize=8)
+    handles, labels = a1.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8,
+               frameon=False)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    rows = (len(labels) + 3) // 4
+    fig.tight_layout(rect=(0, 0.04 + 0.045 * rows, 1, 1))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)

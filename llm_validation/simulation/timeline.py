@@ -4,7 +4,8 @@ The ASCII chart uses the notation of ``docs/pipeline.md`` (one row per device, o
 tick; ``a3`` the forward of microbatch 3 of batch a, ``A3`` its backward, ``|`` the optimizer step,
 ``.`` idle). The figure draws one row
 per device with a box per action (colour by kind, shade by batch), the all-reduce and update, and
-the transfers' arrival marks are left out for legibility.
+the transfers' arrival marks are left out for legibility. Spans beside the compute stream
+(an overlapped all-reduce and update) are drawn as a thin lane under the device's row.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def plot_timeline(result: SimResult, path: str | Path, *, title: str | None = No
         if s.end <= s.start:
             continue
         y = P - 1 - s.device
-        h, y0 = (0.3, y - 0.45) if s.side else (0.8, y - 0.4)
+        # the compute stream on top, the side stream (overlapped all-reduce, update) below it
+        h, y0 = (0.2, y - 0.45) if s.side else (0.6, y - 0.2)
         alpha = 1.0 if s.mb < 0 or (s.mb // plan.microbatches) % 2 == 0 else 0.6
         ax.broken_barh([(s.start * scale, (s.end - s.start) * scale)], (y0, h),
                        facecolors=_COLORS[s.kind], edgecolors="white", linewidth=0.4,
@@ -92,7 +94,7 @@ def plot_timeline(result: SimResult, path: str | Path, *, title: str | None = No
         seen.add(s.kind)
         if labelled and s.mb >= 0 and s.kind != SEND:
             txt = f"{s.mb % plan.microbatches}"
-            ax.text((s.start + s.end) / 2 * scale, y, txt, ha="center", va="center",
+            ax.text((s.start + s.end) / 2 * scale, y + 0.1, txt, ha="center", va="center",
                     fontsize=7, color="white")
     ax.set_yticks(range(P))
     ax.set_yticklabels([f"stage {P - 1 - i}" for i in range(P)])
