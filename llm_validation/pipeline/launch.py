@@ -36,7 +36,7 @@ from llm_validation.config import PIPELINE_KINDS, TrainConfig
 from llm_validation.pipeline.faults import PipelineFailure, parse_fault
 from llm_validation.pipeline.processes import (DEFAULT_TIMEOUT_S, WorkerContext, run_worker,
                                                spawn_stages, torchrun_env)
-from llm_validation.pipeline.profile import write_profile
+from llm_validation.pipeline.profile import merge_stage_profiles
 from llm_validation.pipeline.schedule import validate_pipeline_shape
 from llm_validation.pipeline.stage import latest_complete
 from llm_validation.pipeline.sync import run_sync_stage
@@ -83,7 +83,7 @@ def _result(cfg: TrainConfig, start: int, wall: float) -> RunResult:
     paths = RunPaths(cfg.run.out_dir)
     info = read_json(paths.root / "logs" / "result.json")
     if cfg.run.profile:
-        write_profile(paths.root, cfg, info.get("step_clock", []))
+        merge_stage_profiles(paths.root, cfg, info.get("step_clock", []))
     return compose_result(cfg, paths, status=info["status"], done=int(info["steps"]), start=start,
                           final_val_loss=info.get("final_val_loss"),
                           n_params=int(info["n_params"]), wall=wall,

@@ -21,14 +21,12 @@ and ``recv_wait_s`` + ``send_s`` as the rest of ``schedule.step()`` (reported to
 interval between consecutive optimizer steps after ``WARMUP_STEPS`` steps, and
 ``tokens_per_s`` follows from it.
 
-Schema (``profile.json``, ``"schema": 1``)::
-
-    {"schema": 1, "pipeline": "2bw", "stages": P, "microbatches": M, "batch_size": B,
-     "seq_len": T, "microbatch_tokens": B*T/M, "activation_bytes": bytes of one activation,
-     "steps_timed": n, "step_time_s": s, "tokens_per_s": x,
-     "per_stage": [{"stage": s, "forward_s": ..., "backward_s": ..., "recv_wait_s": ...,
-                    "send_s": ..., "step_s": ..., "side_s": ..., "microbatches_timed": ...,
-                    "steps_timed": ...}, ...]}
+The file's layout (``schema`` :data:`PROFILE_SCHEMA`, ``version`` :data:`PROFILE_VERSION`) is
+documented with its reader, :mod:`llm_validation.simulation.profile`; per stage the writer
+gives ``forward_s``, ``backward_s``, ``step_s``, ``send_wait_s``, ``recv_wait_s``,
+``activation_bytes`` and ``samples`` (microbatches timed), plus ``side_s``; at the top level
+the measured ``step_time_s``, ``tokens_per_s`` and ``steps_timed`` of the run, which the
+simulator's prediction is compared with.
 """
 
 from __future__ import annotations
@@ -40,8 +38,8 @@ from typing import Any, Sequence
 
 from llm_validation.rundir import read_json, write_json
 
-__all__ = ["ActionTimer", "WARMUP_STEPS", "PROFILE_SCHEMA", "write_stage_profile",
-           "write_profile", "steady_step_time"]
+__all__ = ["ActionTimer", "WARMUP_STEPS", "PROFILE_FILE", "PROFILE_SCHEMA", "PROFILE_VERSION",
+           "write_stage_profile", "merge_stage_profiles", "steady_step_time"]
 
 #: Steps left out of the measured step time: the first steps include the pipeline fill, lazy
 #: allocations and the forkserver's first imports, none of which recur in steady state.
@@ -49,8 +47,10 @@ WARMUP_STEPS = 3
 #: Activations travel between stages in the master weights' dtype (float32, also under bf16
 #: autocast: the stage output is cast back before the send).
 ACTIVATION_BYTES_PER_VALUE = 4
-#: Version of the ``profile.json`` layout.
-PROFILE_SCHEMA = 1
+#: The file, its schema name and version (one definition; the simulator reads them from here).
+PROFILE_FILE = "profile.json"
+PROFILE_SCHEMA = "delaybound.profile"
+PROFILE_VERSION = 1
 
 _KINDS = ("forward", "backward", "recv_wait", "send", "step", "side")
 
@@ -83,7 +83,7 @@ class ActionTimer:
         return {"forward_s": self.totals["forward"] / max(self.counts["forward"], 1),
                 "backward_s": self.totals["backward"] / max(self.counts["backward"], 1),
                 "recv_wait_s": self.totals["recv_wait"] / per_mb,
-                "send_s": self.totals["send"] / per_mb,
+                "send_wait_s": self.totals["send"] / per_mb,
                 "step_s": self.totals["step"] / max(self.counts["step"], 1),
                 "side_s": self.totals["side"] / per_step}
 
@@ -98,26 +98,36 @@ def steady_step_time(step_clock: Sequence[float]) -> tuple[float | None, int]:
 
 def write_stage_profile(run_dir: str | Path, stage: int, timer: ActionTimer) -> None:
     """``logs/profile_stage<s>.json``: this stage's means (called once, at the end)."""
-    row = {"stage": stage, **timer.means(), "microbatches_timed": timer.counts["forward"],
+    row = {"stage": stage, **timer.means(), "samples": timer.counts["forward"],
            "steps_timed": timer.counts["step"]}
     write_json(Path(run_dir) / "logs" / f"profile_stage{stage}.json", row)
 
 
-def write_profile(run_dir: str | Path, cfg: Any, step_clock: Sequence[float]) -> dict[str, Any]:
+def merge_stage_profiles(run_dir: str | Path, cfg: Any, step_clock: Sequence[float]
+                         ) -> dict[str, Any]:
     """Merge the stages' files into ``RUN_DIR/profile.json`` (stage 0's step clock gives the
     measured step time); returns the merged profile."""
     run_dir = Path(run_dir)
     run = cfg.run
-    per_stage = [read_json(run_dir / "logs" / f"profile_stage{s}.json")
-                 for s in range(run.stages)]
+    per_stage = []
+    for s in range(run.stages):
+        row = read_json(run_dir / "logs" / f"profile_stage{s}.json")
+        row["activation_bytes"] = 0 if s == run.stages - 1 else act_bytes(cfg)
+        per_stage.append(row)
     step_time, n = steady_step_time(step_clock)
-    mb_tokens = run.batch_size * cfg.data.seq_len // run.microbatches
-    act_bytes = mb_tokens * cfg.model.d_model * ACTIVATION_BYTES_PER_VALUE
-    prof = {"schema": PROFILE_SCHEMA, "pipeline": run.pipeline, "stages": run.stages,
-            "microbatches": run.microbatches, "batch_size": run.batch_size,
-            "seq_len": cfg.data.seq_len, "microbatch_tokens": mb_tokens,
-            "activation_bytes": act_bytes, "steps_timed": n, "step_time_s": step_time,
+    prof = {"schema": PROFILE_SCHEMA, "version": PROFILE_VERSION, "schedule": run.pipeline,
+            "stages": run.stages, "microbatches": run.microbatches,
+            "microbatch_tokens": run.batch_size * cfg.data.seq_len // run.microbatches,
+            "batch_size": run.batch_size, "seq_len": cfg.data.seq_len, "steps_timed": n,
+            "step_time_s": step_time,
             "tokens_per_s": (run.batch_size * cfg.data.seq_len / step_time) if step_time else None,
             "per_stage": per_stage}
-    write_json(run_dir / "profile.json", prof)
+    write_json(run_dir / PROFILE_FILE, prof)
     return prof
+
+
+def act_bytes(cfg: Any) -> int:
+    """Bytes of one activation ``h[B/M, T, C]`` sent between stages."""
+    run = cfg.run
+    return run.batch_size // run.microbatches * cfg.data.seq_len * cfg.model.d_model \
+        * ACTIVATION_BYTES_PER_VALUE

@@ -46,14 +46,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from llm_validation.pipeline.profile import PROFILE_FILE, PROFILE_SCHEMA, PROFILE_VERSION
 from llm_validation.rundir import read_json, write_json
 
 __all__ = ["PROFILE_FILE", "SCHEMA", "VERSION", "StageProfile", "Profile", "read_profile",
            "write_profile"]
 
-PROFILE_FILE = "profile.json"
-SCHEMA = "delaybound.profile"
-VERSION = 1
+SCHEMA, VERSION = PROFILE_SCHEMA, PROFILE_VERSION
 
 
 def _nonneg(where: str, value: Any, *, positive: bool = False, optional: bool = False) -> float | None:
