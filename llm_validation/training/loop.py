@@ -143,10 +143,7 @@ def train(cfg: TrainConfig, *, progress: bool = True,
         param_stage = {id(p): s for s, st in enumerate(model.split(len(cfg.delay.stage_taus)))
                        for p in st.parameters()}
     base = build_optimizer(model, cfg.optim, param_stage=param_stage)
-    group_taus = None if param_stage is None else \
-        [cfg.delay.stage_taus[g["stage"]] for g in base.param_groups]
-    opt = DelayedOptimizer(base, tau=cfg.delay.tau, ef_lambda=cfg.delay.ef_lambda,
-                           ef_level=cfg.delay.ef_level, group_taus=group_taus)
+    opt = DelayedOptimizer.from_config(base, cfg)   # delay (+ sync phases), EF, correction, clip
     params = opt.params
     sampler = WindowSampler(corpus.train, run.batch_size, cfg.data.seq_len, run.seed)
     val_sampler = WindowSampler(corpus.val, run.batch_size, cfg.data.seq_len, run.seed, STREAM_VAL)
@@ -208,9 +205,10 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                 metrics.write(diverged_row(step, loss, val_loss, cfg.optim.lr * factor))
                 print(f"[train] {message}", file=sys.stderr, flush=True)
                 break
+            tau_now = probe.tau = opt.current_tau   # 0 in a synchronous start / cooldown phase
             read_point = opt.read_weights() if active else []
             other = big = f_x = f_y = None
-            if active and opt.tau > 0:   # the pair (W(t), read point): fresh gradient at W(t)
+            if active and tau_now > 0:   # the pair (W(t), read point): fresh gradient at W(t)
                 f_x, other = gradient_at(model, params, None, x, y, run.microbatches, ctx)
                 f_y = loss
             elif active:                 # the pair (W(t), W(t-1)): this step's gradient is fresh

@@ -363,9 +363,6 @@ def _same(a, b):
     return all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.xfail(strict=True, reason="training/loop.py builds DelayedOptimizer(tau, ef) itself; "
-                   "the knobs take effect once it calls DelayedOptimizer.from_config (remove "
-                   "this marker then)")
 def test_the_training_loop_applies_the_knobs(tmp_path):
     sync = _run(tmp_path / "sync", tau=0)
     assert _same(_run(tmp_path / "phase", tau=1, sync_start=4), sync)   # all steps in sync
