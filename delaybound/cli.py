@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
-__all__ = ["main", "build_parser", "print_json", "UsageError", "COMMAND_MODULES"]
+__all__ = ["main", "build_parser", "COMMAND_MODULES"]
 
 #: The subcommand modules, in the order they appear in ``--help``. A fixed list, not a registry.
 COMMAND_MODULES = (
@@ -27,10 +26,6 @@ COMMAND_MODULES = (
     "delaybound.cmd_simulate",  # simulate
     "delaybound.demo",          # demo
 )
-
-
-class UsageError(ValueError):
-    """A user error detected by the CLI itself (bad argument combination, bad k=v pair)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,23 +53,6 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module.register(sub)
     return parser
-
-
-def print_json(obj: Any) -> None:
-    """Print ``obj`` as JSON on stdout (NaN/inf become null so the output is strict JSON)."""
-
-    def clean(x: Any) -> Any:
-        if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
-            return None
-        if isinstance(x, dict):
-            return {str(k): clean(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [clean(v) for v in x]
-        return x
-
-    json.dump(clean(obj), sys.stdout, indent=2, sort_keys=False)
-    sys.stdout.write("\n")
-    sys.stdout.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

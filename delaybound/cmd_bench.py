@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from delaybound.output import print_json
+
 __all__ = ["register", "cmd_bench", "benchmark_dir", "find_benchmarks", "run_benchmark"]
 
 
@@ -61,7 +63,6 @@ def run_benchmark(path: Path, args: list[str], timeout: float) -> dict[str, Any]
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from delaybound.cli import print_json
     found = find_benchmarks()
     if args.list:
         for name, path in found.items():

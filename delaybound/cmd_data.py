@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from delaybound.output import print_json
+
 __all__ = ["register", "cmd_prepare", "cmd_info"]
 
 
@@ -30,7 +32,6 @@ def _summary(manifest: Any, folder: str) -> str:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from delaybound.cli import print_json
     from llm_validation.training.shards import PrepareConfig, prepare
 
     cfg = PrepareConfig(tokenizer=args.tokenizer, out_dir=args.out, input=args.input,
@@ -47,7 +48,6 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from delaybound.cli import print_json
     from llm_validation.training.manifest import read_manifest
 
     manifest = read_manifest(args.dir)

@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Any
 
+from delaybound.output import print_json
+
 __all__ = ["register", "cmd_verify", "cmd_plot"]
 
 
@@ -63,7 +65,6 @@ def _progress(msg: str) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from delaybound.cli import print_json
     from numerics.suite import verify_suite
 
     t0 = time.perf_counter()

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from delaybound.output import print_json
+
 __all__ = ["register", "cmd_simulate"]
 
 #: Longest unit-cost run whose ASCII timeline is printed (wider ones do not fit a terminal).
@@ -151,7 +153,6 @@ def _one(v: tuple | None, name: str, default: Any = None) -> Any:
 
 
 def _run_single(args: argparse.Namespace) -> int:
-    from delaybound.cli import print_json
     from llm_validation.rundir import write_json
     from llm_validation.simulation.projection import resolve_microbatches
     from llm_validation.simulation.schedules import SYNC_SCHEDULES
@@ -226,7 +227,6 @@ def _print_single(s: dict[str, Any]) -> None:
 
 
 def _run_projection(args: argparse.Namespace) -> int:
-    from delaybound.cli import print_json
     from llm_validation.config import preset
     from llm_validation.rundir import write_json
     from llm_validation.simulation.projection import (ProjectionSpec, plot_projection, project,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from delaybound.cli import UsageError, print_json
+from delaybound.output import UsageError, print_json
 
 __all__ = ["register", "parse_assignments"]
 

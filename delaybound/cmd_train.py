@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from delaybound.output import print_json
+
 __all__ = ["register", "config_from_args", "run"]
 
 # flag dest -> (config section, field)
@@ -154,7 +156,6 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from delaybound.cli import print_json
     from llm_validation.pipeline.faults import PipelineFailure
     from llm_validation.run import run as run_training
 

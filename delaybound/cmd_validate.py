@@ -20,6 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from delaybound.output import print_json
+
 __all__ = ["register", "cmd_validate", "cmd_sweep", "grid_from_args"]
 
 
@@ -87,7 +89,6 @@ def grid_from_args(args: argparse.Namespace):
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from delaybound.cli import print_json
     from llm_validation.sweep.runner import plan, run_sweep
     grid = grid_from_args(args)
     points = grid.expand()
@@ -114,7 +115,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from delaybound.cli import print_json
     from llm_validation.validation.runs import load_runs
     from llm_validation.validation.validate import validate_runs
     import warnings

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from delaybound.output import print_json
+
 __all__ = ["register", "run_demo", "DemoSettings", "FULL", "QUICK"]
 
 
@@ -225,7 +227,6 @@ def run_demo(out: str | Path, settings: DemoSettings = FULL, *, jobs: int = 2,
          f"CPU): {out / 'report.md'}")
     rep = parts.get("validation")
     if json_stream is not None:
-        from delaybound.cli import print_json
         print_json({"quick": settings.quick, "report": str(out / "report.md"),
                     "seconds": round(time.perf_counter() - t_all, 1),
                     "cpu_seconds": round(cpu_seconds() - cpu_all, 1),
