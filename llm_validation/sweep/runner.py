@@ -3,7 +3,7 @@
 ``run_sweep(points, out)`` trains every :class:`~llm_validation.sweep.grid.SweepPoint` whose run
 directory is not finished yet:
 
-- finished (``summary.json`` complete for the config's steps, :func:`run_table.is_complete`):
+- finished (``summary.json`` complete for the config's steps, :func:`validation.runs.is_complete`):
   skipped, after checking that the directory holds the same config (else ``ValueError``: two
   grids must not share a name with different settings);
 - started but unfinished with a checkpoint: resumed (``RunConfig.resume``; bitwise on CPU);

@@ -1,7 +1,7 @@
 """Assumption checks: the theorems' hypotheses measured along real training paths.
 
 Each check reads the one-step-delayed runs (tau = 1, no EF) of an optimizer's base condition
-(``run_groups.base_conditions``), takes one number per seed from the logged statistics
+(``validation.groups.base_conditions``), takes one number per seed from the logged statistics
 (``llm_validation.training.stats``), and decides with a t interval over seeds (``verdict.decide``):
 
 - A2 smoothness: ``smoothness_est`` = ||g_x - g_y||_* / ||x - y|| in the optimizer's norm. A

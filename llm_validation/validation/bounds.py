@@ -2,7 +2,7 @@
 real pipeline next to its emulation.
 
 - ``star_convex_delay_term[opt]``: theory ``star_convex_delayed`` evaluated at the run's
-  measured constants (``checks_assumptions.measured_constants``) at tau and at tau = 0; the
+  measured constants (``validation.assumptions.measured_constants``) at tau and at tau = 0; the
   difference (the delay's contribution to the loss floor, 4 L eta D tau) must be above the
   measured gap for the bound to be valid. Its looseness (bound / gap) is reported.
 - ``pipeline_matches_emulation``: every run on the real PipeDream-2BW pipeline against the

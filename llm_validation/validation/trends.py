@@ -1,6 +1,6 @@
 """Trend checks: does the sync-vs-async gap move as the theory predicts?
 
-Gaps are paired by seed (``run_table.paired_gaps``). Checks and their decision rules:
+Gaps are paired by seed (``validation.runs.paired_gaps``). Checks and their decision rules:
 
 - ``gap_adamw_gt_muon``: gap(AdamW) - gap(Muon) at each optimizer's base condition, Welch
   interval above 0 (THEORY.md trend 7; the paper's headline).

@@ -2,7 +2,7 @@
 checked against real training runs (``delaybound validate RUN_DIR... [--json]``).
 
 Input: run directories of ``llm_validation.training.loop`` (or folders of them, e.g. a sweep's
-``--out``). The runs are grouped (``run_groups``): per optimizer a *base condition* (the
+``--out``). The runs are grouped (``validation.groups``): per optimizer a *base condition* (the
 setting with the most seeds of paired sync / one-step-delayed runs, best sync loss among ties)
 carries the assumption checks and the headline comparisons; sweeps over lr, tau, momentum, lam
 and batch size feed the trend fits when present. Every verdict is listed even when its runs are
@@ -11,7 +11,7 @@ checked.
 
 The gap is the validation loss of a delayed run minus that of the synchronous run with the
 same config and seed (paired), at the final weights by default (``gap_metric="final"``) or
-averaged over the last ``run_table.TAIL_EVALS`` evaluations (``"tail"``).
+averaged over the last ``validation.runs.TAIL_EVALS`` evaluations (``"tail"``).
 
 Order of the verdicts: assumptions per optimizer (smoothness, star-convexity, noise, momentum
 error, EF criterion), the pipeline check, trends (AdamW vs Muon, EF gains, EF share vs
