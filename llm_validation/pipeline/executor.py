@@ -144,76 +144,82 @@ class StageExecutor:
         grads_in = _Prefetch(link.post_recv_gradient, link.wait,
                              [a.mb for a in acts if a.kind == BACKWARD] if not s.is_last else [],
                              depth)
-        for a in acts:
-            self.heartbeat()
-            if a.kind == FORWARD:
-                if timer and not s.is_first:
-                    timer.start("recv_wait")
-                x = inputs(a.mb) if s.is_first else acts_in.take(a.mb)
-                if timer and not s.is_first:
-                    timer.stop("recv_wait", count=0)
-                x, y = self._forward(link, weights(a.batch), a.mb, x,
-                                     targets(a.mb) if s.is_last else None, grad=True)
-                if s.is_last and on_loss is not None:
-                    on_loss(a.mb, y)
-                stash[a.mb] = (x, y)
-            elif a.kind == BACKWARD:
-                x, y = stash.pop(a.mb)
-                if s.is_last:
-                    g_out = None
-                else:
-                    if timer:
+        if timer:
+            timer.start("wall")   # the whole loop: its untimed rest is bookkeeping
+        try:
+            for a in acts:
+                self.heartbeat()
+                if a.kind == FORWARD:
+                    if timer and not s.is_first:
                         timer.start("recv_wait")
-                    g_out = grads_in.take(a.mb)
-                    if timer:
+                    x = inputs(a.mb) if s.is_first else acts_in.take(a.mb)
+                    if timer and not s.is_first:
                         timer.stop("recv_wait", count=0)
-                if timer:
-                    timer.start("backward")
-                if g_out is None:
-                    (y / scale).backward()
-                else:
-                    torch.autograd.backward(y, g_out)
-                if timer:
-                    timer.stop("backward")
-                if on_backward is not None:
-                    on_backward(a)
-                if not s.is_first:
-                    last_of_batch = (a.mb + 1) % scale == 0
-                    if last_of_batch and defer_grad(a.batch):
-                        held.append((x.grad, a.mb))
+                    x, y = self._forward(link, weights(a.batch), a.mb, x,
+                                         targets(a.mb) if s.is_last else None, grad=True)
+                    if s.is_last and on_loss is not None:
+                        on_loss(a.mb, y)
+                    stash[a.mb] = (x, y)
+                elif a.kind == BACKWARD:
+                    x, y = stash.pop(a.mb)
+                    if s.is_last:
+                        g_out = None
                     else:
                         if timer:
-                            timer.start("send")
-                        link.send_gradient(x.grad, a.mb)
+                            timer.start("recv_wait")
+                        g_out = grads_in.take(a.mb)
                         if timer:
-                            timer.stop("send", count=0)
-            elif a.kind == STEP:
-                if timer:
-                    timer.start("send")
-                link.flush()                  # nothing may wait on a send held back here
-                if timer:
-                    timer.stop("send", count=0)
-                    timer.start("step")
-                go = True if on_step is None else on_step(a)
-                if timer:
-                    timer.stop("step")
-                    timer.start("send")
-                for g, mb in held:
-                    link.send_gradient(g, mb)
-                held.clear()
-                link.flush()
-                if timer:
-                    timer.stop("send", count=0)
-                if not go:
-                    return False
-                # The previous stage already sent the next activation (it is one forward ahead);
-                # post its receive before the side passes, so that a send it waits on (grouped
-                # mode, NCCL) never depends on what this stage does after them.
-                acts_in.prepost()
-                if after_step is not None:
-                    after_step(a)
-        link.flush()
-        return True
+                            timer.stop("recv_wait", count=0)
+                    if timer:
+                        timer.start("backward")
+                    if g_out is None:
+                        (y / scale).backward()
+                    else:
+                        torch.autograd.backward(y, g_out)
+                    if timer:
+                        timer.stop("backward")
+                    if on_backward is not None:
+                        on_backward(a)
+                    if not s.is_first:
+                        last_of_batch = (a.mb + 1) % scale == 0
+                        if last_of_batch and defer_grad(a.batch):
+                            held.append((x.grad, a.mb))
+                        else:
+                            if timer:
+                                timer.start("send")
+                            link.send_gradient(x.grad, a.mb)
+                            if timer:
+                                timer.stop("send", count=0)
+                elif a.kind == STEP:
+                    if timer:
+                        timer.start("send")
+                    link.flush()                  # nothing may wait on a send held back here
+                    if timer:
+                        timer.stop("send", count=0)
+                        timer.start("step")
+                    go = True if on_step is None else on_step(a)
+                    if timer:
+                        timer.stop("step")
+                        timer.start("send")
+                    for g, mb in held:
+                        link.send_gradient(g, mb)
+                    held.clear()
+                    link.flush()
+                    if timer:
+                        timer.stop("send", count=0)
+                    if not go:
+                        return False
+                    # The previous stage already sent the next activation (it is one forward ahead);
+                    # post its receive before the side passes, so that a send it waits on (grouped
+                    # mode, NCCL) never depends on what this stage does after them.
+                    acts_in.prepost()
+                    if after_step is not None:
+                        after_step(a)
+            link.flush()
+            return True
+        finally:
+            if timer:
+                timer.stop("wall")
 
     # ----------------------------------------------------------------------- side passes
     def _count(self, count: int, data: list[Tensor] | None) -> None:

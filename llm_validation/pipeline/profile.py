@@ -11,7 +11,11 @@ reads. What is timed, per stage:
 - ``send_s``: time spent posting sends and flushing them, per microbatch;
 - ``step_s``: the optimizer step of one batch with its statistics and bookkeeping (everything in
   the STEP action), mean per step;
-- ``side_s``: side passes (validation, statistics gradients) per step; zero when they are off.
+- ``side_s``: side passes (validation, statistics gradients) per step; zero when they are off;
+- ``overhead_s``: the rest of the training loop's wall time (data sampling, hooks, Python
+  between actions) per microbatch; it occupies the stage like compute, so half of it is added
+  to ``forward_s`` and half to ``backward_s`` (the pure compute stays in ``forward_compute_s``
+  and ``backward_compute_s``).
 
 2BW times its own executor (:mod:`llm_validation.pipeline.executor`). The synchronous baselines
 run inside ``torch.distributed.pipelining``: forward via module hooks, backward from the
@@ -52,7 +56,10 @@ PROFILE_FILE = "profile.json"
 PROFILE_SCHEMA = "delaybound.profile"
 PROFILE_VERSION = 1
 
-_KINDS = ("forward", "backward", "recv_wait", "send", "step", "side")
+_KINDS = ("forward", "backward", "recv_wait", "send", "step", "side", "wall")
+#: The kinds that partition a stage's time; ``wall`` (the whole training loop) minus their sum is
+#: the stage's bookkeeping (data sampling, hooks, Python between actions).
+_PARTS = ("forward", "backward", "recv_wait", "send", "step", "side")
 
 
 @dataclass
@@ -77,15 +84,23 @@ class ActionTimer:
 
     def means(self) -> dict[str, float]:
         """Seconds per microbatch (forward, backward, recv_wait, send) and per step (step,
-        side)."""
+        side). The stage's bookkeeping (``wall`` minus the timed parts, ``overhead_s`` per
+        microbatch) occupies the stage like compute, so ``forward_s`` and ``backward_s`` each
+        carry half of it (the pure compute is kept as ``forward_compute_s`` and
+        ``backward_compute_s``); without ``wall`` there is no overhead term."""
         per_mb = max(self.counts["forward"], 1)
         per_step = max(self.counts["step"], 1)
-        return {"forward_s": self.totals["forward"] / max(self.counts["forward"], 1),
-                "backward_s": self.totals["backward"] / max(self.counts["backward"], 1),
+        fwd = self.totals["forward"] / max(self.counts["forward"], 1)
+        bwd = self.totals["backward"] / max(self.counts["backward"], 1)
+        over = 0.0
+        if self.counts["wall"]:
+            over = max(self.totals["wall"] - sum(self.totals[k] for k in _PARTS), 0.0) / per_mb
+        return {"forward_s": fwd + over / 2, "backward_s": bwd + over / 2,
                 "recv_wait_s": self.totals["recv_wait"] / per_mb,
                 "send_wait_s": self.totals["send"] / per_mb,
-                "step_s": self.totals["step"] / max(self.counts["step"], 1),
-                "side_s": self.totals["side"] / per_step}
+                "step_s": self.totals["step"] / per_step,
+                "side_s": self.totals["side"] / per_step,
+                "overhead_s": over, "forward_compute_s": fwd, "backward_compute_s": bwd}
 
 
 def steady_step_time(step_clock: Sequence[float]) -> tuple[float | None, int]:

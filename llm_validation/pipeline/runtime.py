@@ -132,7 +132,7 @@ class StageRun:
     def side_passes(self, t: int) -> None:
         """At W(t) = master: the validation loss (if due) and the statistics' extra gradients
         (if step t is active and tau = 1; the synchronous runtime takes its own). Timed as
-        ``side`` with ``--profile`` (the final validation at W(N) is not a step's cost)."""
+        ``side`` with ``--profile`` (the final validation at W(N) included)."""
         t0 = time.perf_counter()
         run, master = self.cfg.run, self.setup.master()
         if self.eval_due(t):
@@ -147,7 +147,7 @@ class StageRun:
                 k = self.M * run.large_batch_factor
                 self.aux[t]["big"], _ = self.exec.gradient_pass(detached_leaves(master), k,
                                                                 self.data("large", t))
-        if self.timer is not None and t < self.N:
+        if self.timer is not None:
             self.timer.add("side", time.perf_counter() - t0, count=0)
 
     # ----------------------------------------------------------------------------- step

@@ -163,6 +163,8 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
     trigger = _NoiseTrigger(list(opt.params))
     prof = _SyncTimer(sr.timer, setup.module, list(opt.params)) if sr.timer is not None else None
     status, done, message = "completed", N, ""
+    if sr.timer is not None:
+        sr.timer.start("wall")   # the whole loop: its untimed rest is bookkeeping
     for step in range(start, N):
         ctx.heartbeat()
         sr.side_passes(step)                              # validation at W(t) (tau = 0: no aux)
@@ -222,6 +224,8 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
             sr.timer.stop("step")
     else:
         sr.side_passes(N)                                 # final validation at W(N)
+    if sr.timer is not None:
+        sr.timer.stop("wall")
     sr.finish(status, done, message)
     if status == "completed":
         sr.link.drain()
