@@ -35,6 +35,7 @@ _FIELDS = {
     "momentum_error_interval": ("run", "momentum_error_interval"),
     "checkpoint_interval": ("run", "checkpoint_interval"), "out": ("run", "out_dir"),
     "pipeline": ("run", "pipeline"), "stages": ("run", "stages"), "device": ("run", "device"),
+    "data_parallel": ("run", "data_parallel"),
     "dtype": ("run", "dtype"), "profile": ("run", "profile"),
     "data": ("data", "path"), "data_format": ("data", "format"), "val_data": ("data", "val_path"),
     "seq_len": ("data", "seq_len"),
@@ -106,6 +107,8 @@ def register(subparsers: Any) -> None:
            "(for delaybound simulate --from RUN_DIR)")
     a("--pipeline", choices=["none", *PIPELINE_KINDS], help="real pipeline runtime")
     a("--stages", type=int, help="pipeline stages P")
+    a("--data-parallel", type=int, metavar="D",
+      help="data-parallel replicas D (P x D processes; batch split over replicas)")
     a("--device", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
     a("--dtype", choices=["float32", "bfloat16"], help="compute dtype")
     a("--quiet", action="store_true", help="no progress on stderr")

@@ -3,8 +3,10 @@
 - ``cfg.run.pipeline == "none"``: one process under exact emulated delay
   (:func:`llm_validation.training.loop.train`);
 - ``2bw``, ``gpipe``, ``1f1b``: a real multi-process pipeline of ``cfg.run.stages`` stages
-  (:func:`llm_validation.pipeline.launch.launch_pipeline`), one process per stage (or, under
-  ``torchrun``, this process is one of the ranks).
+  times ``cfg.run.data_parallel`` replicas (:func:`llm_validation.pipeline.launch.launch_pipeline`),
+  one process per stage and replica (or, under ``torchrun``, this process is one of the ranks);
+- ``"none"`` with ``cfg.run.data_parallel > 1``: the emulated delay and EF on D data-parallel
+  processes (:mod:`llm_validation.pipeline.data_parallel`, same launcher).
 
 Both write the same run directory (:mod:`llm_validation.rundir`) and return the same
 :class:`llm_validation.rundir.RunResult`. Callers (the CLI, the sweep runner, the demo, the
@@ -29,11 +31,12 @@ def run(cfg: TrainConfig, *, progress: bool = True,
     ``callback(step, row)`` after every step (emulated runs only; tests interrupt runs with it)."""
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"run needs a TrainConfig, got {type(cfg).__name__}")
-    if cfg.run.pipeline == "none":
+    if cfg.run.pipeline == "none" and cfg.run.data_parallel == 1:
         return train(cfg, progress=progress, callback=callback)
-    if cfg.run.pipeline not in PIPELINE_KINDS:
+    if cfg.run.pipeline not in ("none", *PIPELINE_KINDS):
         raise ValueError(f"RunConfig.pipeline={cfg.run.pipeline!r} is not one of "
                          f"{['none', *PIPELINE_KINDS]}")
     if callback is not None:
-        raise ValueError("callback is supported for emulated runs only (pipeline='none')")
+        raise ValueError("callback is supported for single-process emulated runs only "
+                         "(pipeline='none', data_parallel=1)")
     return launch_pipeline(cfg, progress=progress)

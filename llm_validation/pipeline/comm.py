@@ -1,7 +1,8 @@
 """Point-to-point links between neighbouring pipeline stages, with timeouts that name the peer.
 
-One process per stage; stage ``s`` is rank ``s`` of the default process group (gloo on CPU, NCCL
-on GPUs). Activations go ``s -> s+1``, their gradients ``s+1 -> s``; each direction between two
+One process per stage and replica; stage ``s`` of a pipeline row is global rank ``ranks[s]``
+(``pipeline.mesh``: ``replica * P + s``; just ``s`` without data parallelism), on the row's
+process group (gloo on CPU, NCCL on GPUs). Activations go ``s -> s+1``, their gradients ``s+1 -> s``; each direction between two
 ranks carries one kind of message, in microbatch order, so no tags are needed (NCCL has none).
 Small control messages (the partial sums of statistics, sent to stage 0) travel on a
 separate gloo group, so they never interleave with activations even under NCCL.
@@ -81,6 +82,8 @@ class StageLink:
     for the small CPU messages (must differ from ``group``: stage 1 -> 0 also carries gradients).
     ``status``/``store``: the stage's published status (``waiting_on`` is set during waits) and
     the store to follow a chain of waits when one times out (see ``pipeline_faults.follow_waits``).
+    ``ranks``: the global rank of each stage of this pipeline row (default ``range(stages)``);
+    peers are addressed, published and blamed by global rank.
     ``grouped``: hold sends back and issue them in one ``batch_isend_irecv`` group with the next
     receive, as torch's own schedules do (required with NCCL; gloo sends at once).
     """
@@ -99,6 +102,7 @@ class StageLink:
         status: dict | None = None,
         store: Any = None,
         grouped: bool = False,
+        ranks: tuple[int, ...] | None = None,
     ):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -108,6 +112,9 @@ class StageLink:
         self.group, self.control_group = group, control_group
         self.status, self.store = status, store
         self.grouped = grouped
+        self.ranks = tuple(range(stages)) if ranks is None else tuple(ranks)
+        if len(self.ranks) != stages:
+            raise ValueError(f"ranks={self.ranks} must name one global rank per stage ({stages})")
         self._outbox: list[tuple[Tensor, int, str]] = []   # grouped mode: sends held back
         self._sends: deque[_Pending] = deque()      # activations / gradients
         self._messages: deque[_Pending] = deque()   # control messages
@@ -168,13 +175,13 @@ class StageLink:
 
     def post_recv_activation(self, mb: int) -> _Pending:
         """Post the receive of microbatch ``mb``'s input activation from stage ``s-1``."""
-        return self._post_recv(self.stage - 1, f"the activation of microbatch {mb} from stage "
-                                               f"{self.stage - 1}")
+        return self._post_recv(self.ranks[self.stage - 1], f"the activation of microbatch {mb} "
+                                                           f"from stage {self.stage - 1}")
 
     def post_recv_gradient(self, mb: int) -> _Pending:
         """Post the receive of the gradient w.r.t. this stage's output of ``mb`` from ``s+1``."""
-        return self._post_recv(self.stage + 1, f"the gradient of microbatch {mb} from stage "
-                                               f"{self.stage + 1}")
+        return self._post_recv(self.ranks[self.stage + 1], f"the gradient of microbatch {mb} "
+                                                           f"from stage {self.stage + 1}")
 
     def wait(self, pending: _Pending) -> Tensor:
         """The received tensor of a posted receive, waiting at most ``timeout_s``."""
@@ -184,11 +191,13 @@ class StageLink:
     def send_activation(self, h: Tensor, mb: int) -> None:
         """Send this stage's output ``h`` of ``mb`` to stage ``s+1`` (non-blocking; grouped mode:
         with the next receive or :meth:`flush`)."""
-        self._send(h, self.stage + 1, f"the delivery of activation {mb} to stage {self.stage + 1}")
+        self._send(h, self.ranks[self.stage + 1],
+                   f"the delivery of activation {mb} to stage {self.stage + 1}")
 
     def send_gradient(self, g: Tensor, mb: int) -> None:
         """Send the gradient w.r.t. this stage's input of ``mb`` to ``s-1`` (as above)."""
-        self._send(g, self.stage - 1, f"the delivery of gradient {mb} to stage {self.stage - 1}")
+        self._send(g, self.ranks[self.stage - 1],
+                   f"the delivery of gradient {mb} to stage {self.stage - 1}")
 
     def _send(self, t: Tensor, peer: int, what: str) -> None:
         t = t.detach().contiguous()

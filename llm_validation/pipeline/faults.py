@@ -190,9 +190,11 @@ def read_reports(run_dir: str, world: int) -> dict[int, dict]:
     return out
 
 
-def blame(exitcodes: dict[int, int | None], killed: set[int], faults: dict[int, dict]) -> tuple[int | None, str]:
-    """(failed stage, reason) from the exit codes, the stages the launcher stopped (``killed``)
-    and the fault reports; see the module docstring."""
+def blame(exitcodes: dict[int, int | None], killed: set[int], faults: dict[int, dict],
+          label: Callable[[int], str] = lambda r: f"stage {r}") -> tuple[int | None, str]:
+    """(failed rank, reason) from the exit codes, the ranks the launcher stopped (``killed``)
+    and the fault reports; see the module docstring. ``label(rank)`` names a rank in the
+    reason (``stage r`` by default; with data parallelism ``pipeline.mesh.rank_label``)."""
     for r, code in sorted(exitcodes.items()):
         if r in killed or code in (0, None) or r in faults:
             continue
@@ -201,21 +203,21 @@ def blame(exitcodes: dict[int, int | None], killed: set[int], faults: dict[int, 
                 name = signal.Signals(-code).name
             except ValueError:
                 name = str(-code)
-            return r, f"stage {r} died (killed by signal {name})"
-        return r, f"stage {r} exited with code {code} without a report"
+            return r, f"{label(r)} died (killed by signal {name})"
+        return r, f"{label(r)} exited with code {code} without a report"
     own = [f for f in faults.values() if f.get("kind") in ("error", "stalled")]
     if own:
         f = min(own, key=lambda f: f["time"])
-        return f["stage"], f"stage {f['stage']} failed: {f['message']}"
+        return f["stage"], f"{label(f['stage'])} failed: {f['message']}"
     for kind, why in (("timeout", "hung"), ("lost", "lost its connection")):
         rep = sorted((f for f in faults.values() if f.get("kind") == kind), key=lambda f: f["time"])
         named = [f for f in rep if f.get("peer") is not None]
         if named:
             peer = named[0]["peer"]
-            return peer, f"stage {peer} {why}: {named[0]['message']}"
+            return peer, f"{label(peer)} {why}: {named[0]['message']}"
         if rep:  # the peer is unknown (torch's schedules): the stage that was silent to the end
             silent = sorted(r for r in killed if r not in faults)
             if len(silent) == 1:
-                return silent[0], f"stage {silent[0]} {why}: {rep[0]['message']}"
-            return None, f"a stage {why} (stages {silent} never reported): {rep[0]['message']}"
+                return silent[0], f"{label(silent[0])} {why}: {rep[0]['message']}"
+            return None, f"a rank {why} (ranks {silent} never reported): {rep[0]['message']}"
     return None, "a stage failed for an unknown reason"

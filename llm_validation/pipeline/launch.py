@@ -1,26 +1,32 @@
-"""Entry point of a pipeline run: checks, resume, one process per stage, the run's result.
+"""Entry point of a pipeline or data-parallel run: checks, resume, P x D processes, the result.
 
 ``launch_pipeline(cfg)`` (called by :func:`llm_validation.run.run` when ``cfg.run.pipeline`` is
-``2bw``, ``gpipe`` or ``1f1b``):
+``2bw``, ``gpipe`` or ``1f1b``, or when it is ``none`` with ``data_parallel > 1``):
 
-1. validates the pipeline shape (P >= 2, M >= P) and the run directory (a new run needs an empty
-   one; ``resume`` needs a checkpoint and the same config up to ``rundir.RESUMABLE`` fields:
-   :func:`llm_validation.rundir.start_step`, the emulated run's own checks) and finds the newest
-   complete pipeline checkpoint; metrics rows at or after its step are dropped;
-2. single machine: starts P stage processes (:func:`processes.spawn_stages`; gloo on CPU, NCCL
-   with one GPU per stage) and waits; under ``torchrun`` (RANK/WORLD_SIZE/MASTER_ADDR set) this
-   process is one of the P ranks and runs its stage itself;
-3. composes the ``RunResult`` from stage 0's record and ``metrics.jsonl`` exactly as the
+1. validates the shape (P >= 2, M >= P for a pipeline; ``batch_size`` divisible by D x M is
+   checked by ``RunConfig``) and the run directory (a new run needs an empty one; ``resume``
+   needs a checkpoint and the same config up to ``rundir.RESUMABLE`` fields, P and D included:
+   :func:`llm_validation.rundir.start_step`, the emulated run's own checks) and finds the
+   newest complete checkpoint; metrics rows at or after its step are dropped. Nothing is
+   started or written when a check fails;
+2. single machine: starts P x D processes (:func:`processes.spawn_stages`; gloo on CPU, NCCL
+   with one GPU per rank) on a (dp, pp) mesh (:mod:`llm_validation.pipeline.mesh`) and waits;
+   under ``torchrun`` (RANK/WORLD_SIZE/MASTER_ADDR set) this process is one of the ranks and
+   ``WORLD_SIZE`` must be P x D;
+3. composes the ``RunResult`` from rank 0's record and ``metrics.jsonl`` exactly as the
    emulated path does and writes ``summary.json``.
 
-Several machines (one stage per GPU, run directory on a shared filesystem)::
+Several machines (one rank per GPU, run directory on a shared filesystem; docs/pipeline.md has
+the Slurm recipe)::
 
     torchrun --nnodes=2 --nproc-per-node=4 --node-rank=<0|1> \\
         --rdzv-backend=c10d --rdzv-endpoint=<host of node 0>:29500 \\
-        -m delaybound train --pipeline 2bw --stages 8 --microbatches 16 --device cuda ...
+        -m delaybound train --pipeline 2bw --stages 4 --data-parallel 2 --microbatches 8 \\
+        --device cuda --dtype bfloat16 ...
 
 Environment: ``DELAYBOUND_PIPE_TIMEOUT_S`` (p2p deadline, default 30 s),
-``DELAYBOUND_PIPE_THREADS`` (CPU threads per stage, default cores // P),
+``DELAYBOUND_PIPE_THREADS`` (CPU threads per rank, default cores // ranks on this machine),
+``DELAYBOUND_DP_REDUCE`` (``allreduce`` or ``ordered``, :mod:`llm_validation.pipeline.replicas`),
 ``DELAYBOUND_PIPE_FAULT`` (tests only, see :mod:`llm_validation.pipeline.processes`).
 """
 
@@ -33,12 +39,14 @@ from typing import Any
 import torch
 
 from llm_validation.config import PIPELINE_KINDS, TrainConfig
+from llm_validation.pipeline.checkpoint import latest_complete
+from llm_validation.pipeline.data_parallel import run_dp_replica
 from llm_validation.pipeline.faults import PipelineFailure, parse_fault
 from llm_validation.pipeline.processes import (DEFAULT_TIMEOUT_S, WorkerContext, run_worker,
                                                spawn_stages, torchrun_env)
 from llm_validation.pipeline.profile import merge_stage_profiles
+from llm_validation.pipeline.replicas import dp_reduction
 from llm_validation.pipeline.schedule import validate_pipeline_shape
-from llm_validation.pipeline.stage import latest_complete
 from llm_validation.pipeline.sync import run_sync_stage
 from llm_validation.pipeline.twobw import run_2bw_stage
 from llm_validation.rundir import (RunPaths, RunResult, compose_result, read_json,
@@ -48,29 +56,35 @@ from llm_validation.training.loop import resolve_device
 __all__ = ["launch_pipeline", "stage_body", "threads_per_stage"]
 
 
-def threads_per_stage(stages: int) -> int:
-    """CPU threads of each stage: ``DELAYBOUND_PIPE_THREADS`` or ``cores // P`` (at least 1)."""
+def threads_per_stage(ranks: int) -> int:
+    """CPU threads of each rank: ``DELAYBOUND_PIPE_THREADS`` or ``cores // ranks`` (``ranks``:
+    the processes on this machine; at least 1)."""
     env = os.environ.get("DELAYBOUND_PIPE_THREADS")
     if env:
-        n = int(env)
+        try:
+            n = int(env)
+        except ValueError:
+            n = 0
         if n < 1:
             raise ValueError(f"DELAYBOUND_PIPE_THREADS={env!r} must be an integer >= 1")
         return n
-    return max(1, (os.cpu_count() or 1) // stages)
+    return max(1, (os.cpu_count() or 1) // ranks)
 
 
 def stage_body(ctx: WorkerContext, cfg_dict: dict[str, Any], start: int, threads: int,
-               torchrun: bool) -> None:
-    """What every stage process runs (2BW or a synchronous baseline)."""
+               torchrun: bool, dp_mode: str = "allreduce") -> None:
+    """What every rank runs (2BW, a synchronous baseline, or the data-parallel emulation)."""
     import torch.distributed as dist
 
     torch.set_num_threads(threads)
     cfg = TrainConfig.from_dict(cfg_dict)
     t0 = time.perf_counter()
     if cfg.run.pipeline == "2bw":
-        run_2bw_stage(ctx, cfg, start)
+        run_2bw_stage(ctx, cfg, start, dp_mode)
+    elif cfg.run.pipeline == "none":
+        run_dp_replica(ctx, cfg, start, dp_mode)
     else:
-        run_sync_stage(ctx, cfg, start)
+        run_sync_stage(ctx, cfg, start, dp_mode)
     if torchrun:  # no parent process: rank 0 writes the summary once every rank has finished
         dist.barrier(group=ctx.control_group)
         if ctx.rank == 0:
@@ -92,7 +106,8 @@ def _result(cfg: TrainConfig, start: int, wall: float) -> RunResult:
 
 def _prepare(cfg: TrainConfig, paths: RunPaths, write: bool) -> int:
     """Run-directory checks; returns the step to start from (``write``: rank 0's edits)."""
-    found = latest_complete(paths, cfg.run.stages) if cfg.run.resume else None
+    run = cfg.run
+    found = latest_complete(paths, run.stages, run.data_parallel) if run.resume else None
     start = start_step(cfg, paths, found[0] if found is not None else None)
     if write:
         (paths.root / "logs").mkdir(parents=True, exist_ok=True)
@@ -104,15 +119,20 @@ def _prepare(cfg: TrainConfig, paths: RunPaths, write: bool) -> int:
 
 
 def launch_pipeline(cfg: TrainConfig, progress: bool = True) -> RunResult:
-    """Run ``cfg`` as a real pipeline (see the module docstring); returns the RunResult.
+    """Run ``cfg`` on P x D processes (see the module docstring); returns the RunResult.
     Raises ``ValueError`` for a bad configuration and ``pipeline_faults.PipelineFailure`` (naming the
-    failed stage) when a stage dies or hangs. ``progress``: echo stage 0's progress lines."""
+    failed rank) when a process dies or hangs. ``progress``: echo rank 0's progress lines."""
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"launch_pipeline needs a TrainConfig, got {type(cfg).__name__}")
     run = cfg.run
-    if run.pipeline not in PIPELINE_KINDS:
-        raise ValueError(f"RunConfig.pipeline={run.pipeline!r} is not one of {list(PIPELINE_KINDS)}")
-    validate_pipeline_shape(run.stages, run.microbatches)
+    if run.pipeline not in PIPELINE_KINDS and not (run.pipeline == "none"
+                                                   and run.data_parallel > 1):
+        raise ValueError(f"RunConfig.pipeline={run.pipeline!r} is not one of "
+                         f"{list(PIPELINE_KINDS)} (or 'none' with data_parallel > 1)")
+    if run.pipeline != "none":
+        validate_pipeline_shape(run.stages, run.microbatches)
+    world = run.stages * run.data_parallel
+    dp_mode = dp_reduction()
     device = resolve_device(run.device)
     backend = "nccl" if device.type == "cuda" else "gloo"
     timeout_s = float(os.environ.get("DELAYBOUND_PIPE_TIMEOUT_S", DEFAULT_TIMEOUT_S))
@@ -123,29 +143,32 @@ def launch_pipeline(cfg: TrainConfig, progress: bool = True) -> RunResult:
     t0 = time.perf_counter()
     env = torchrun_env()
     if env is None:
-        if device.type == "cuda" and torch.cuda.device_count() < run.stages:
-            raise ValueError(f"--stages {run.stages} on one machine needs one GPU per stage; "
+        if device.type == "cuda" and torch.cuda.device_count() < world:
+            raise ValueError(f"--stages {run.stages} x --data-parallel {run.data_parallel} on one "
+                             f"machine needs one GPU per rank ({world}); "
                              f"{torch.cuda.device_count()} visible (use torchrun across machines)")
         start = _prepare(cfg, paths, write=True)
-        args = (cfg.to_dict(), start, threads_per_stage(run.stages), False)
+        args = (cfg.to_dict(), start, threads_per_stage(world), False, dp_mode)
         try:
-            spawn_stages(stage_body, args, world=run.stages, run_dir=paths.root, backend=backend,
-                         timeout_s=timeout_s, fault=fault, progress=progress)
+            spawn_stages(stage_body, args, world=world, run_dir=paths.root, backend=backend,
+                         timeout_s=timeout_s, fault=fault, progress=progress, stages=run.stages)
         except PipelineFailure as exc:
-            found = latest_complete(paths, run.stages)
+            found = latest_complete(paths, run.stages, run.data_parallel)
             where = (f"last complete checkpoint: step {found[0]} ({found[1]}); continue with "
                      "--resume" if found else "no complete checkpoint yet")
             raise PipelineFailure(f"{exc}; {where}", exc.stage) from None
         return _result(cfg, start, time.perf_counter() - t0)
-    if env["world"] != run.stages:
-        raise ValueError(f"torchrun started {env['world']} processes but --stages is {run.stages}")
+    if env["world"] != world:
+        raise ValueError(f"torchrun started {env['world']} processes but --stages {run.stages} x "
+                         f"--data-parallel {run.data_parallel} needs {world}")
     start = _prepare(cfg, paths, write=env["rank"] == 0)
     if env["rank"] != 0:  # wait until rank 0 has prepared the directory
         deadline = time.monotonic() + timeout_s
         while not (paths.root / "logs").is_dir() and time.monotonic() < deadline:
             time.sleep(0.1)
-    args = (cfg.to_dict(), start, threads_per_stage(run.stages), True)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    args = (cfg.to_dict(), start, threads_per_stage(local), True, dp_mode)
     run_worker(stage_body, args, rank=env["rank"], world=env["world"], local_rank=env["local_rank"],
                run_dir=str(paths.root), backend=backend, timeout_s=timeout_s, fault=fault,
-               store_addr=None, redirect_logs=False)
+               store_addr=None, redirect_logs=False, stages=run.stages)
     return RunResult(**read_json(paths.summary))

@@ -8,6 +8,11 @@ the training loss, the validation loss and ``f_x``/``f_y``. Stage 0 reduces the 
 (``stats.reduce_partials``: sums, or max for ``max_*``) BEFORE any square root and writes the
 row with ``stats.finalize``, exactly the row the emulated run writes (same keys; values equal
 up to the order of floating-point summation across parameters).
+
+With D data-parallel replicas only replica 0's stages report (global ranks 0..P-1): every
+replica holds the same averaged gradients and gathered losses, and the microbatch-variance sum
+is already summed over the replicas (:mod:`llm_validation.pipeline.replicas`); the row counts
+``D * M`` microbatches, the emulator's for the same global batch.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ class MetricsCollector:
         msgs = [own]
         for src in range(1, self.setup.stages):
             m = decode_message(self.link.wait(
-                self.link.post_recv_message(src, f"the statistics of step {step} from stage {src}")))
+                self.link.post_recv_message(self.link.ranks[src],
+                                            f"the statistics of step {step} from stage {src}")))
             if m.get("step") != step:
                 raise RuntimeError(f"stage 0 expected the message of step {step} from stage {src}, "
                                    f"got step {m.get('step')}")
@@ -63,7 +69,7 @@ class MetricsCollector:
                 part = stats.reduce_partials(m["partials"] for m in msgs)
                 row = stats.finalize(part, step=t, loss=last["loss"], lr=lr,
                                      val_loss=last.get("val_loss"),
-                                     microbatches=cfg.run.microbatches,
+                                     microbatches=cfg.run.microbatches * cfg.run.data_parallel,
                                      f_x=last.get("f_x"), f_y=last.get("f_y"))
                 row["tokens"] = (t + 1) * cfg.tokens_per_step
             self.writer.write(row)
@@ -76,9 +82,10 @@ class MetricsCollector:
             self.rows_written += 1
             self.next_row = t + 1
 
-    def final(self, done: int) -> float | None:
-        """The closing row ``{step: N, val_loss}`` from the last stage's final message."""
+    def final(self, done: int) -> tuple[float | None, list[dict[str, Any]]]:
+        """The closing row ``{step: N, val_loss}`` from the last stage's final message; returns
+        (that loss, every stage's final message, stage 0's a placeholder)."""
         msgs = self._gather({"step": "final"}, "final")
         val = msgs[-1].get("val_loss")
         self.writer.write(eval_row(done, val))
-        return val
+        return val, msgs

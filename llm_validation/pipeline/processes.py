@@ -2,9 +2,10 @@
 
 Two ways in, one worker body (:func:`run_worker`):
 - single machine (:func:`spawn_stages`): this process hosts the rendezvous store on 127.0.0.1
-  (port chosen by the OS, so no port races), starts ``P`` workers from a forkserver that has
-  imported torch once, sends each worker's stdout/stderr to ``<run_dir>/logs/stage<s>.log`` and
-  watches them. CPU: gloo; CUDA: NCCL with one GPU per stage (``cuda:<s>``).
+  (port chosen by the OS, so no port races), starts ``P x D`` workers from a forkserver that
+  has imported torch once, sends each worker's stdout/stderr to ``<run_dir>/logs/stage<r>.log``
+  (``r`` the global rank) and watches them. CPU: gloo; CUDA: NCCL with one GPU per rank
+  (``cuda:<r>``).
 - several machines (:func:`torchrun_env` is not None): ``torchrun`` started this process as one
   rank; the rendezvous comes from its environment (``env://``) and torchrun's agent tears the
   group down when a rank fails. The run directory must be on a shared filesystem.
@@ -42,6 +43,7 @@ from llm_validation.pipeline.faults import (
     start_watchdog,
     write_report,
 )
+from llm_validation.pipeline.mesh import Mesh, build_mesh, rank_label
 
 __all__ = [
     "WorkerContext",
@@ -80,9 +82,12 @@ class WorkerContext:
     fault: FaultSpec | None
     heartbeat: Callable[[], None]
     """Call once per schedule action: proof of progress for the watchdog."""
+    mesh: Mesh
+    """This rank's place on the (dp, pp) mesh and its groups (:mod:`pipeline.mesh`)."""
     side_group: Any
-    """A second group over all ranks (same backend) for the side passes (evaluation, the
-    statistics' extra gradients): their messages never match receives of the training stream."""
+    """A second group over this rank's pipeline row (same backend) for the side passes
+    (evaluation, the statistics' extra gradients): their messages never match receives of the
+    training stream."""
     control_group: Any
     """A gloo group over all ranks for small CPU messages (statistics, results)."""
     store: Any
@@ -121,12 +126,14 @@ def run_worker(
     fault: FaultSpec | None,
     store_addr: tuple[str, int] | None,
     redirect_logs: bool,
+    stages: int | None = None,
 ) -> Any:
-    """One stage process: logs, process group (``store_addr``: our store; None: ``env://``),
-    watchdog, then ``body(ctx, *body_args)``. A failure is written to ``logs/fault_stage<s>.json``
-    and re-raised (the process then exits non-zero)."""
+    """One rank's process: logs, process group (``store_addr``: our store; None: ``env://``),
+    the (dp, pp) mesh with ``stages`` ranks per row (None: one row, D = 1), watchdog, then
+    ``body(ctx, *body_args)``. A failure is written to ``logs/fault_stage<r>.json`` and
+    re-raised (the process then exits non-zero)."""
+    import torch
     import torch.distributed as dist
-
 
     if redirect_logs:
         fd = os.open(logs_dir(run_dir) / f"stage{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -140,21 +147,24 @@ def run_worker(
         stale.unlink()
     timeout = datetime.timedelta(seconds=timeout_s)
     try:
+        if backend == "nccl":   # one GPU per rank, chosen before any NCCL communicator exists
+            torch.cuda.set_device(local_rank)
         if store_addr is not None:
             store = dist.TCPStore(store_addr[0], store_addr[1], is_master=False, timeout=timeout)
             dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
         else:
             dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=timeout)
-        side = dist.new_group(backend=backend, timeout=timeout)
+        mesh = build_mesh(rank, world, stages or world, backend, timeout)
         control = dist.new_group(backend="gloo", timeout=timeout)
         store = dist.distributed_c10d._get_default_store()
         status: dict = {"waiting_on": None}
         heartbeat = start_watchdog(run_dir, rank, timeout_s + WATCHDOG_SLACK_S, store, status)
         ctx = WorkerContext(rank=rank, world=world, local_rank=local_rank, run_dir=run_dir,
                             backend=backend, timeout_s=timeout_s, fault=fault,
-                            heartbeat=heartbeat, side_group=side, control_group=control,
-                            store=store, status=status)
-        print(f"stage {rank}/{world} up (pid {os.getpid()}, backend {backend})", flush=True)
+                            heartbeat=heartbeat, mesh=mesh, side_group=mesh.side_group,
+                            control_group=control, store=store, status=status)
+        print(f"{mesh.label()} of {world} ranks up (pid {os.getpid()}, backend {backend}, "
+              f"mesh dp={mesh.replicas} x pp={mesh.stages})", flush=True)
         result = body(ctx, *body_args)
     except StageFailure as exc:
         write_report(run_dir, rank, {"stage": rank, "peer": exc.peer, "kind": exc.kind,
@@ -175,8 +185,8 @@ def run_worker(
     return result
 
 
-def _spawned(body, body_args, rank, world, run_dir, backend, timeout_s, fault, store_addr,
-             env) -> None:
+def _spawned(body, body_args, rank, world, stages, run_dir, backend, timeout_s, fault,
+             store_addr, env) -> None:
     """Entry of a forkserver child: take the launcher's ``DELAYBOUND_*`` environment (the
     forkserver's is from when it started), run the worker, exit 1 on any failure (reported)."""
     for k in [k for k in os.environ if k.startswith("DELAYBOUND_")]:
@@ -185,7 +195,7 @@ def _spawned(body, body_args, rank, world, run_dir, backend, timeout_s, fault, s
     try:
         run_worker(body, body_args, rank=rank, world=world, local_rank=rank, run_dir=run_dir,
                    backend=backend, timeout_s=timeout_s, fault=fault, store_addr=store_addr,
-                   redirect_logs=True)
+                   redirect_logs=True, stages=stages)
     except BaseException:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -271,9 +281,10 @@ def spawn_stages(
     timeout_s: float,
     fault: FaultSpec | None = None,
     progress: bool = False,
+    stages: int | None = None,
 ) -> float:
-    """Run ``body(ctx, *body_args)`` in ``world`` fresh processes (ranks 0..world-1) on this
-    machine and wait for them. Returns the wall time in seconds; raises :class:`PipelineFailure`
+    """Run ``body(ctx, *body_args)`` in ``world`` fresh processes (ranks 0..world-1, ``stages``
+    per pipeline row; None: one row) on this machine and wait for them. Returns the wall time in seconds; raises :class:`PipelineFailure`
     naming the failed stage when any worker fails (all workers are gone when it is raised).
     ``progress``: copy stage 0's ``[train]`` lines to stderr while waiting."""
     import torch.distributed as dist
@@ -286,8 +297,8 @@ def spawn_stages(
     env = {k: v for k, v in os.environ.items() if k.startswith("DELAYBOUND_")}
     t0 = time.monotonic()
     procs = [ctx.Process(target=_spawned, name=f"stage{r}", daemon=False,
-                         args=(body, body_args, r, world, run_dir, backend, timeout_s, fault,
-                               ("127.0.0.1", store.port), env))
+                         args=(body, body_args, r, world, stages or world, run_dir, backend,
+                               timeout_s, fault, ("127.0.0.1", store.port), env))
              for r in range(world)]
     killed: set[int] = set()
     try:
@@ -313,8 +324,11 @@ def spawn_stages(
     finally:
         del store
     exitcodes = {r: p.exitcode for r, p in enumerate(procs)}
-    stage, why = blame(exitcodes, killed, read_reports(run_dir, world))
+    P = stages or world
+    rank, why = blame(exitcodes, killed, read_reports(run_dir, world),
+                      label=lambda r: rank_label(r, P, world // P))
+    stage = None if rank is None else rank % P
     logs = Path(run_dir) / "logs"
     raise PipelineFailure(
-        f"pipeline failed: {why}; all {world} stage processes stopped "
+        f"pipeline failed: {why}; all {world} processes stopped "
         f"{stopped_in:.1f} s after the first exit (logs: {logs})", stage)

@@ -9,6 +9,16 @@ gradients of the statistics), the optimizer step with its statistics, the end-of
 bookkeeping, and divergence handling (the last stage flags a non-finite loss in the rendezvous
 store; every stage stops before that step, like the emulator). The runtimes differ only in how
 the step's gradient is produced.
+
+Data parallelism (``RunConfig.data_parallel`` = D, :mod:`llm_validation.pipeline.mesh`): each
+rank is stage ``s`` of replica ``d``; the replicas of a stage average their gradients before
+every step and side pass (:class:`llm_validation.pipeline.replicas.Replicas`), the last stages
+gather their microbatch losses, so every replica computes the same statistics; replica 0
+reports them, and rank 0 (stage 0 of replica 0) writes the run directory.
+
+Memory: :meth:`StageRun.weight_bytes` counts the distinct storages holding this stage's
+weights (the master copy and the versions a runtime registers in ``weight_tensors``); the
+largest count seen after any step is reported per stage in ``logs/result.json``.
 """
 
 from __future__ import annotations
@@ -20,13 +30,16 @@ from typing import Any
 import torch
 
 from llm_validation.config import TrainConfig
+from llm_validation.pipeline.checkpoint import (ckpt_dir, load_stage_checkpoint, mark_complete,
+                                                save_stage_checkpoint)
 from llm_validation.pipeline.comm import StageLink
 from llm_validation.pipeline.executor import StageExecutor, detached_leaves
 from llm_validation.pipeline.metrics import MetricsCollector
 from llm_validation.pipeline.processes import WorkerContext
 from llm_validation.pipeline.profile import ActionTimer, write_stage_profile
-from llm_validation.pipeline.stage import (StageSetup, ckpt_dir, load_stage_checkpoint,
-                                           mark_complete, save_stage_checkpoint)
+from llm_validation.pipeline.replicas import Replicas, pop_grads
+from llm_validation.pipeline.schedule import STEP, schedule_2bw
+from llm_validation.pipeline.stage import StageSetup
 from llm_validation.rundir import (MetricsWriter, RunPaths, diverged_message, environment,
                                    rng_state, set_rng_state, write_json)
 from llm_validation.training.loop import resolve_device
@@ -51,21 +64,29 @@ class StageRun:
     """What the 2BW and the synchronous runtimes share on one stage: setup, links, executor,
     probe, metrics (stage 0), checkpoints, side passes and the step's bookkeeping."""
 
-    def __init__(self, ctx: WorkerContext, cfg: TrainConfig, start: int, tau: int) -> None:
+    def __init__(self, ctx: WorkerContext, cfg: TrainConfig, start: int, tau: int,
+                 dp_mode: str = "allreduce", optimizer_tau: int = 0) -> None:
         self.ctx, self.cfg, self.start = ctx, cfg, start
-        run = cfg.run
-        self.P, self.s, self.M, self.N = run.stages, ctx.rank, run.microbatches, run.steps
+        run, mesh = cfg.run, ctx.mesh
+        self.P, self.s, self.M, self.N = run.stages, mesh.stage, run.microbatches, run.steps
+        self.D, self.d = mesh.replicas, mesh.replica
+        if (self.P, self.D) != (mesh.stages, mesh.replicas):
+            raise ValueError(f"mesh {mesh.replicas} x {mesh.stages} does not match the run's "
+                             f"data_parallel x stages = {self.D} x {self.P}")
+        self.is_writer = ctx.rank == 0          # stage 0 of replica 0 writes the run directory
+        self.replicas = Replicas(mesh, dp_mode)
         device = resolve_device(run.device)
         if device.type == "cuda":
             device = torch.device("cuda", ctx.local_rank)
             torch.cuda.set_device(device)
         self.device = device
-        self.setup = setup = StageSetup(cfg, self.s, self.P, device)
+        self.setup = setup = StageSetup(cfg, self.s, self.P, device, replica=self.d,
+                                        replicas=self.D, tau=optimizer_tau)
         common = dict(stage=self.s, stages=self.P, device=device, act_shape=setup.act_shape,
                       act_dtype=setup.act_dtype, timeout_s=ctx.timeout_s,
                       control_group=ctx.control_group, status=ctx.status, store=ctx.store,
-                      grouped=grouped_sends(ctx.backend))
-        self.link = StageLink(group=None, **common)
+                      grouped=grouped_sends(ctx.backend), ranks=mesh.pp_ranks)
+        self.link = StageLink(group=mesh.pp_group, **common)
         self.side = StageLink(group=ctx.side_group, **common)
         self.timer = ActionTimer() if run.profile else None
         self.exec = StageExecutor(setup, self.link, self.side, ctx.heartbeat, self.timer)
@@ -78,10 +99,13 @@ class StageRun:
         self.aux: dict[int, dict[str, Any]] = {}
         self.loaded: dict[str, Any] | None = None
         self.step_clock: list[float] = []   # stage 0: perf_counter() when each step begins
+        self.weight_tensors: list[torch.Tensor] = []   # weight versions besides the master
+        self.weight_peak = 0
         if start > 0:
-            self.loaded = load_stage_checkpoint(ckpt_dir(self.paths, start), self.s, device)
-            self._restore(self.loaded)
-        if self.s == 0:
+            self.loaded, own = load_stage_checkpoint(ckpt_dir(self.paths, start), self.s, self.d,
+                                                     device)
+            self._restore(self.loaded, own)
+        if self.is_writer:
             self._write_config()
             self.writer = MetricsWriter(self.paths.metrics)
             self.collector = MetricsCollector(setup, self.link, self.writer)
@@ -92,20 +116,31 @@ class StageRun:
         meta = {"environment": environment(), "corpus": setup.corpus_description,
                 "n_params": setup.n_params, "resumed_from_step": self.start or None,
                 "pipeline": {"kind": self.cfg.run.pipeline, "stages": self.P,
-                             "microbatches": self.M, "backend": self.ctx.backend,
+                             "microbatches": self.M, "data_parallel": self.D,
+                             "mesh": {"dp": self.D, "pp": self.P},
+                             "dp_reduction": self.replicas.mode, "backend": self.ctx.backend,
                              "world": self.ctx.world, "threads_per_stage": torch.get_num_threads()}}
         write_json(self.paths.config, {**self.cfg.to_dict(), "meta": meta})
 
-    def _restore(self, ck: dict[str, Any]) -> None:
-        if ck["stages"] != self.P or ck["step"] != self.start:
-            raise ValueError(f"checkpoint of step {ck['step']} with {ck['stages']} stages does not "
-                             f"match step {self.start} with {self.P} stages")
+    def _restore(self, ck: dict[str, Any], own: dict[str, Any]) -> None:
+        if (own["stages"], own["replicas"], own["step"]) != (self.P, self.D, self.start):
+            raise ValueError(f"checkpoint of step {own['step']} with {own['stages']} stages x "
+                             f"{own['replicas']} replicas does not match step {self.start} with "
+                             f"{self.P} x {self.D}")
         with torch.no_grad():
             for n, p in self.setup.master().items():
                 p.copy_(ck["master"][n])
         self.setup.opt.load_state_dict(ck["optimizer"])
         self.probe.load_state_dict(ck["probe"])
-        set_rng_state(ck["rng"])
+        set_rng_state(own["rng"])
+
+    def weight_bytes(self) -> int:
+        """Bytes of the distinct storages holding this stage's weights (master + versions)."""
+        seen: dict[int, int] = {}
+        for t in [*self.setup.opt.params, *self.weight_tensors]:
+            st = t.untyped_storage()
+            seen[st.data_ptr()] = st.nbytes()
+        return sum(seen.values())
 
     def lr_of(self, step: int) -> float:
         return self.cfg.optim.lr * lr_factor(step, self.cfg.optim, self.N)
@@ -138,17 +173,46 @@ class StageRun:
         if self.eval_due(t):
             losses = self.exec.forward_pass(master, run.eval_batches * self.M, self.data("val"))
             if losses is not None:
-                self.val_loss[t] = float(torch.stack([x.double() for x in losses]).mean())
+                self.val_loss[t] = self.val_mean(losses)
         if t < self.N and self.probe.tau > 0 and self.probe.active(t):
-            grads, losses = self.exec.gradient_pass(detached_leaves(master), self.M,
-                                                    self.data("train", t))
-            self.aux[t] = {"other": grads, "f_x": mean_loss(losses) if losses else None}
+            grads, f_x = self.gradient_pass(detached_leaves(master), self.M, self.data("train", t))
+            self.aux[t] = {"other": grads, "f_x": f_x}
             if self.probe.momentum_due(t):
                 k = self.M * run.large_batch_factor
-                self.aux[t]["big"], _ = self.exec.gradient_pass(detached_leaves(master), k,
-                                                                self.data("large", t))
+                self.aux[t]["big"], _ = self.gradient_pass(detached_leaves(master), k,
+                                                           self.data("large", t))
         if self.timer is not None:
             self.timer.add("side", time.perf_counter() - t0, count=0)
+
+    def val_mean(self, losses: list[torch.Tensor]) -> float:
+        """Validation loss from this replica's microbatch losses (last stage): all replicas'
+        in the emulator's order (batch by batch), their float64 mean as ``loop.evaluate``."""
+        every = self.replicas.gather_losses(losses, per_batch=self.M)
+        return float(torch.stack([x.double() for x in every]).mean())
+
+    def gradient_pass(self, weights: dict[str, torch.Tensor], count: int,
+                      data: list[torch.Tensor] | None
+                      ) -> tuple[list[torch.Tensor], float | None]:
+        """A side pass of ``count`` microbatches per replica through the pipeline at
+        ``weights`` (``detached_leaves``): the gradient of the global batch averaged over the
+        replicas (``setup.names`` order) and, on the last stage, the batch's mean loss."""
+        if not self.replicas.ordered:
+            grads, losses = self.exec.gradient_pass(weights, count, data)
+            self.replicas.reduce(grads)
+        else:   # the executor's gradient_pass, keeping each microbatch's gradient apart
+            leaves = [weights[n] for n in self.setup.names]
+            captured: list[list[torch.Tensor]] = []
+            losses = []
+            acts = [a for a in schedule_2bw(self.s, self.P, count, 1) if a.kind != STEP]
+            self.exec.run(acts, weights=lambda t: weights, scale=count, link=self.side,
+                          inputs=lambda mb: data[mb], targets=lambda mb: data[mb],
+                          on_loss=lambda mb, loss: losses.append(loss.detach()),
+                          on_backward=lambda a: captured.append(pop_grads(leaves)))
+            self.side.drain()
+            grads = self.replicas.fold(captured, leaves)
+        if not self.setup.is_last:
+            return grads, None
+        return grads, mean_loss(self.replicas.gather_losses(losses))
 
     # ----------------------------------------------------------------------------- step
     def optimizer_step(self, t: int, read_point: list[torch.Tensor], noise: Any,
@@ -169,13 +233,14 @@ class StageRun:
         """After step t: the checkpoint (if due; ``previous`` = the version W(t)), this stage's
         message to stage 0, stage 0's rows and ``COMPLETE`` marker, a test fault (if set)."""
         due = self.ckpt_due(t)
+        self.weight_peak = max(self.weight_peak, self.weight_bytes())
         if due:
             self.checkpoint(t, previous)
         self.report(t, part, loss, f_x=f_x, f_y=f_y)
-        if self.s == 0:
+        if self.is_writer:
             self.collector.write_through(t if due else t - 1, self.lr_of)
             if due:
-                mark_complete(self.paths, t + 1, self.P, self.ctx.timeout_s)
+                mark_complete(self.paths, t + 1, self.P, self.D, self.ctx.timeout_s)
         self.ctx.maybe_inject_fault(t)
 
     # ------------------------------------------------------------------------ divergence
@@ -194,14 +259,17 @@ class StageRun:
         if d != t:
             raise RuntimeError(f"stage {self.s}: loss diverged at step {d}, seen at step {t}")
         self.report(t, {}, loss, diverged=True)
-        if self.s == 0:
+        if self.is_writer:
             self.collector.write_through(t, self.lr_of)
             loss = self.collector.last_row["loss"]
         return diverged_message(loss, t)
 
     def report(self, t: int, part: dict[str, float], loss: float | None,
                f_x: float | None = None, f_y: float | None = None, diverged: bool = False) -> None:
-        """Send (or, on stage 0, keep) this stage's message of step t."""
+        """Send (or, on stage 0, keep) this stage's message of step t (replica 0 only: the
+        other replicas hold the same numbers)."""
+        if self.d != 0:
+            return
         msg: dict[str, Any] = {"step": t, "partials": part}
         if self.setup.is_last:
             msg.update(loss=loss, val_loss=self.val_loss.pop(t, None), f_x=f_x, f_y=f_y)
@@ -212,28 +280,41 @@ class StageRun:
         else:
             self.link.send_message(msg, 0, f"the delivery of the statistics of step {t} to stage 0")
 
-    def checkpoint(self, t: int, previous: dict[str, torch.Tensor]) -> None:
-        """Save this stage's state after step t (``previous``: the version W(t))."""
-        payload = {"step": t + 1, "stage": self.s, "stages": self.P,
-                   "master": {n: p.detach().clone() for n, p in self.setup.master().items()},
-                   "previous": {n: w.detach().clone() for n, w in previous.items()},
-                   "optimizer": self.setup.opt.state_dict(), "probe": self.probe.state_dict(),
-                   "rng": rng_state(), "sampler_position": t + 1, "config": self.cfg.to_dict()}
-        save_stage_checkpoint(self.paths, t + 1, self.s, payload)
+    def checkpoint(self, t: int, previous: dict[str, torch.Tensor] | None) -> None:
+        """Save this stage's state after step t (``previous``: the version W(t) of 2BW), one
+        DCP checkpoint per stage written by its replicas together (``pipeline.checkpoint``)."""
+        master = self.setup.master()
+        self.replicas.check_identical(list(master.values()), f"weights of stage {self.s}")
+        shared = {"master": master, "previous": previous,
+                  "optimizer": self.setup.opt.state_dict(), "probe": self.probe.state_dict()}
+        own = {"step": t + 1, "stage": self.s, "stages": self.P, "replica": self.d,
+               "replicas": self.D, "rng": rng_state(), "sampler_position": t + 1,
+               "config": self.cfg.to_dict()}
+        save_stage_checkpoint(self.paths, t + 1, self.s, self.d, shared, own,
+                              self.ctx.mesh.dp_control)
 
     def finish(self, status: str, done: int, message: str) -> None:
-        """Stage 0: final val row (completed runs) and the result record for the launcher."""
-        if self.timer is not None:
+        """Rank 0: final val row (completed runs) and the result record for the launcher, with
+        every stage's weight memory; the other stages of replica 0 send theirs."""
+        self.replicas.check_identical(list(self.setup.master().values()),
+                                      f"final weights of stage {self.s}")
+        if self.timer is not None and self.d == 0:
             write_stage_profile(self.paths.root, self.s, self.timer)
-        final_val = None
-        if self.s == 0:
+        memory = {"stage": self.s, "weight_bytes_peak": self.weight_peak,
+                  "weight_bytes_one_copy": sum(p.numel() * p.element_size()
+                                               for p in self.setup.opt.params)}
+        final_val, stages_memory = None, [memory]
+        if self.is_writer:
             if status == "completed":
-                final_val = self.collector.final(done)
+                final_val, msgs = self.collector.final(done)
+                stages_memory += [m.get("memory") for m in msgs[1:]]
             self.writer.close()
             write_json(self.paths.root / "logs" / "result.json",
                        {"status": status, "steps": done, "message": message,
                         "final_val_loss": final_val, "n_params": self.setup.n_params,
-                        "start": self.start, "step_clock": self.step_clock})
-        elif status == "completed":
-            self.link.send_message({"step": "final", "val_loss": self.val_loss.pop(self.N, None)},
+                        "start": self.start, "step_clock": self.step_clock,
+                        "stage_memory": stages_memory})
+        elif status == "completed" and self.d == 0:
+            self.link.send_message({"step": "final", "val_loss": self.val_loss.pop(self.N, None),
+                                    "memory": memory},
                                    0, "the delivery of the final validation loss to stage 0")

@@ -17,6 +17,11 @@ schedules, which flush the pipeline at every optimizer step::
 single-process synchronous run (tau = 0) bitwise on CPU. The unscaled microbatch losses are
 kept for the logged loss. Torch's schedules wait on their p2p ops with the process group's
 deadline (``timeout_s``); a failure there is reported as a lost/timed-out neighbour.
+
+With D data-parallel replicas each pipeline row runs its own schedule on its ``pp`` group
+(``PipelineStage(group=...)``) over its share of the batch; after ``schedule.step`` the stage's
+gradients are averaged over its replicas (:mod:`llm_validation.pipeline.replicas`; in the
+``ordered`` mode a post-accumulate-grad hook keeps each microbatch's gradient apart).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from torch import nn
 from llm_validation.pipeline.comm import LOST, TIMEOUT, StageFailure, is_timeout
 from llm_validation.pipeline.executor import detached_leaves
 from llm_validation.pipeline.processes import WorkerContext
+from llm_validation.pipeline.replicas import pop_grads
 from llm_validation.pipeline.runtime import StageRun
 from llm_validation.training import stats
 from llm_validation.training.model import mean_loss
@@ -79,7 +85,8 @@ def _build_schedule(sr: StageRun, loss_fn):
         if ex.is_floating_point():
             ex.requires_grad_(True)
     stage = pipelining.PipelineStage(_Autocast(setup.module, setup.autocast), sr.s, sr.P, dev,
-                                     input_args=example_in, output_args=example_out)
+                                     input_args=example_in, output_args=example_out,
+                                     group=sr.ctx.mesh.pp_group)
     cls = getattr(pipelining, SCHEDULES[cfg.run.pipeline])
     return cls(stage, sr.M, loss_fn=loss_fn, scale_grads=False)
 
@@ -100,6 +107,29 @@ class _NoiseTrigger:
         if self.count == len(self.params):
             self.count = 0
             self.target.observe()
+
+
+class _Capture:
+    """``ordered`` data parallelism inside torch's schedule: after every microbatch backward
+    (each parameter's post-accumulate-grad hook) the gradient is taken out of ``p.grad``, so
+    each microbatch's gradient stays apart (``microbatches()``, one list per microbatch)."""
+
+    def __init__(self, params: list[torch.Tensor]) -> None:
+        self.params, self.on = params, False
+        self.got: dict[int, list[torch.Tensor]] = {id(p): [] for p in params}
+        for p in params:
+            p.register_post_accumulate_grad_hook(self._hook)
+
+    def _hook(self, p: torch.Tensor) -> None:
+        if self.on:
+            self.got[id(p)].extend(pop_grads([p]))
+
+    def microbatches(self) -> list[list[torch.Tensor]]:
+        per_param = [self.got[id(p)] for p in self.params]
+        out = [list(gs) for gs in zip(*per_param)]
+        for gs in per_param:
+            gs.clear()
+        return out
 
 
 class _SyncTimer:
@@ -145,22 +175,26 @@ class _SyncTimer:
         self.timer.add("recv_wait", time.perf_counter() - t0 - self.compute, count=0)
 
 
-def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
+def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduce") -> None:
     """The body of one GPipe / 1F1B stage process (see the module docstring)."""
-    sr = StageRun(ctx, cfg, start, tau=0)
-    setup, probe, M, N = sr.setup, sr.probe, sr.M, sr.N
+    sr = StageRun(ctx, cfg, start, tau=0, dp_mode=dp_mode)
+    setup, probe, M, N, dp = sr.setup, sr.probe, sr.M, sr.N, sr.replicas
     opt = setup.opt
     mb_losses: list[torch.Tensor] = []
+    every_loss: list[torch.Tensor] = []     # all replicas' microbatch losses of the step
 
     def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         loss = setup.loss(out, target)
         mb_losses.append(loss.detach())
-        if len(mb_losses) == M and not math.isfinite(mean_loss(mb_losses)):
-            sr.flag_divergence(step)   # before the last backward, as in 2BW
+        if len(mb_losses) == M:
+            every_loss[:] = dp.gather_losses(mb_losses)
+            if not math.isfinite(mean_loss(every_loss)):
+                sr.flag_divergence(step)   # before the last backward, as in 2BW
         return loss / M
 
     schedule = _build_schedule(sr, loss_fn)
     trigger = _NoiseTrigger(list(opt.params))
+    capture = _Capture(list(opt.params)) if dp.ordered else None
     prof = _SyncTimer(sr.timer, setup.module, list(opt.params)) if sr.timer is not None else None
     status, done, message = "completed", N, ""
     if sr.timer is not None:
@@ -169,8 +203,12 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
         ctx.heartbeat()
         sr.side_passes(step)                              # validation at W(t) (tau = 0: no aux)
         active = probe.active(step)
-        noise = stats.MicrobatchGradVariance(opt.params, M) if active and M > 1 else None
+        want_noise = active and M * sr.D > 1
+        noise = stats.MicrobatchGradVariance(opt.params, M) \
+            if want_noise and not dp.ordered else None
         trigger.target, trigger.count = noise, 0
+        if capture is not None:
+            capture.on = True
         batch = sr.data("train", step)
         whole = torch.cat(batch) if batch is not None else None
         mb_losses.clear()
@@ -195,30 +233,33 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int) -> None:
         trigger.target = None
         sr.step_clock.append(time.perf_counter())
         ctx.heartbeat()
-        loss = mean_loss(mb_losses) if setup.is_last else None
+        loss = mean_loss(every_loss) if setup.is_last else None
         stop = sr.divergence(step, loss)
         if stop is not None:
             status, done, message = "diverged", step, stop
             break
+        if capture is not None:
+            capture.on = False
+        noise = dp.average(list(opt.params), M,
+                           captured=capture.microbatches() if capture is not None else None,
+                           noise=noise, want_noise=want_noise)
         other = big = f_y = None
         t_side = time.perf_counter()
         if active:   # tau = 0: the pair's other point is W(t-1), on the same batch
             y_pt = probe.other_point(step)
             if y_pt is not None:
                 leaves = detached_leaves(dict(zip(setup.names, y_pt)))
-                other, losses = sr.exec.gradient_pass(leaves, M, batch)
-                f_y = mean_loss(losses) if losses else None
+                other, f_y = sr.gradient_pass(leaves, M, batch)
             if probe.momentum_due(step):
-                big, _ = sr.exec.gradient_pass(detached_leaves(setup.master()),
-                                               M * cfg.run.large_batch_factor,
-                                               sr.data("large", step))
+                big, _ = sr.gradient_pass(detached_leaves(setup.master()),
+                                          M * cfg.run.large_batch_factor, sr.data("large", step))
         sr.aux[step] = {"big": big} if big is not None else {}
         if sr.timer is not None:
             sr.timer.add("side", time.perf_counter() - t_side, count=0)
             sr.timer.start("step")
         part, _ = sr.optimizer_step(step, [p.detach() for p in opt.params], noise, other)
         have_pair = active and other is not None
-        sr.end_step(step, part, loss, previous=setup.master(), f_x=loss if have_pair else None,
+        sr.end_step(step, part, loss, previous=None, f_x=loss if have_pair else None,
                     f_y=f_y if have_pair else None)
         if sr.timer is not None:
             sr.timer.stop("step")

@@ -3,13 +3,23 @@
 Algorithm (stage s of P; M >= P microbatches per batch; see :mod:`pipeline_schedule` for the
 schedule, the ASCII timeline and the proof that the versions are there in time)::
 
-    W(-1) = W(0); slot[0] = slot[1] = copy of W(0)      # two stashed versions per stage
+    W(-1) = W(0); slot[0] = slot[1] = copy of W(0); master p aliases slot[1] = W(0)
     steady 1F1B over the global microbatch stream (no flush at batch boundaries):
       F(i), B(i) of batch t = i // M use slot[t % 2] = W(t-1)  (functional_call)
       after B of the last microbatch of batch t:                (STEP t)
         p.grad = slot[t % 2].grad           # grad f(W(t-1)) of batch t, this stage's part
-        opt.step()                          # master: W(t+1) = W(t) - u(grad f(W(t-1))) (+ EF)
-        slot[t % 2] <- W(t+1)               # the version of batch t + 2 (W(t-1) is free now)
+                                            #   (averaged over the D replicas first)
+        slot[t % 2] <- slot[(t+1) % 2]      # W(t); W(t-1) is free (batch t is done)
+        p.data = slot[t % 2]                # the master now lives in that buffer ...
+        opt.step()                          # ... W(t+1) = W(t) - u(grad f(W(t-1))) (+ EF)
+                                            # slot[(t+1) % 2] still holds W(t) for batch t+1
+
+Memory: exactly two copies of the stage's weights (the master is always one of the two
+versions: before STEP t it aliases W(t) = the version of batch t+1, after it W(t+1) = the
+version of batch t+2), plus the optimizer state; the step writes into the buffer whose last
+reader (batch t) has finished, never into one an in-flight microbatch of batch t+1 saved for
+its backward. (Transient copies during a step: the statistics' steps keep the read point
+W(t-1) and the update record, and EF its ``before``; all freed after the step.)
 
 which is exactly ``DelayedOptimizer(tau=1)`` (``W(t+1) = W(t) - u(g(W(t-1)))``) on every stage;
 Error Feedback is the emulator's own code (``DelayedOptimizer(tau=0, ef_lambda)`` on the
@@ -45,6 +55,7 @@ import torch
 
 from llm_validation.config import TrainConfig
 from llm_validation.pipeline.processes import WorkerContext
+from llm_validation.pipeline.replicas import pop_grads
 from llm_validation.pipeline.runtime import StageRun
 from llm_validation.pipeline.schedule import schedule_2bw
 from llm_validation.training import stats
@@ -53,16 +64,23 @@ from llm_validation.training.model import mean_loss
 __all__ = ["run_2bw_stage"]
 
 
-def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int) -> None:
-    """The body of one 2BW stage process (see the module docstring)."""
-    sr = StageRun(ctx, cfg, start, tau=1)
-    setup, probe, M, N, P = sr.setup, sr.probe, sr.M, sr.N, sr.P
+def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
+                  dp_mode: str = "allreduce") -> None:
+    """The body of one 2BW stage process (see the module docstring); ``dp_mode``: how the
+    replicas average their gradients (:mod:`llm_validation.pipeline.replicas`)."""
+    sr = StageRun(ctx, cfg, start, tau=1, dp_mode=dp_mode)
+    setup, probe, M, N, P, dp = sr.setup, sr.probe, sr.M, sr.N, sr.P, sr.replicas
     versions = [setup.leaf_copies(), setup.leaf_copies()]        # slot t % 2 serves batch t
     if sr.loaded is not None:                                     # slot start % 2 = W(start-1)
         with torch.no_grad():
             for n, w in versions[start % 2].items():
                 w.copy_(sr.loaded["previous"][n])
         sr.loaded = None
+    params = list(setup.opt.params)
+    for p, n in zip(params, setup.names):     # the master lives in slot (start+1) % 2 = W(start)
+        p.data = versions[(start + 1) % 2][n].data
+    sr.weight_tensors = [w for v in versions for w in v.values()]
+    captured: dict[int, list[list[torch.Tensor]]] = {}     # ordered dp: microbatch gradients
     batch_data: dict[int, list[torch.Tensor]] = {}
     mb_losses: dict[int, list[torch.Tensor]] = {}
     losses: dict[int, float] = {}
@@ -81,17 +99,22 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int) -> None:
     def on_loss(mb: int, loss: torch.Tensor) -> None:
         t = mb // M
         mb_losses.setdefault(t, []).append(loss.detach())
-        if len(mb_losses[t]) == M:
-            losses[t] = mean_loss(mb_losses.pop(t))
+        if len(mb_losses[t]) == M:        # every replica's losses, in microbatch order
+            losses[t] = mean_loss(dp.gather_losses(mb_losses.pop(t)))
             if not math.isfinite(losses[t]):
                 sr.flag_divergence(t)
 
+    def wants_noise(t: int) -> bool:
+        return probe.active(t) and M * sr.D > 1
+
     def on_backward(a) -> None:
         t = a.batch
-        if probe.active(t) and M > 1:
+        slot = [versions[t % 2][n] for n in setup.names]
+        if dp.ordered:
+            captured.setdefault(t, []).append(pop_grads(slot))
+        elif wants_noise(t):
             if t not in noise:
-                slot = versions[t % 2]
-                noise[t] = stats.MicrobatchGradVariance([slot[n] for n in setup.names], M)
+                noise[t] = stats.MicrobatchGradVariance(slot, M)
             noise[t].observe()
 
     def on_step(a) -> bool:
@@ -101,15 +124,17 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int) -> None:
         if message is not None:
             outcome.update(status="diverged", done=t, message=message)
             return False
-        slot = versions[t % 2]
+        slot, other = versions[t % 2], versions[(t + 1) % 2]
+        noise_t = dp.average([slot[n] for n in setup.names], M, captured=captured.pop(t, None),
+                             noise=noise.pop(t, None), want_noise=wants_noise(t))
+        # the statistics need the read point W(t-1) during the step: a copy on active steps
+        read_point = [slot[n].detach().clone() for n in setup.names] if probe.active(t) else []
         with torch.no_grad():
-            for n, p in zip(setup.names, setup.opt.params):
+            for n, p in zip(setup.names, params):
                 p.grad, slot[n].grad = slot[n].grad, None
-        part, f_x = sr.optimizer_step(t, [slot[n].detach() for n in setup.names],
-                                      noise.pop(t, None))
-        with torch.no_grad():                                     # slot t % 2 <- W(t+1)
-            for n, p in zip(setup.names, setup.opt.params):
-                slot[n].copy_(p)
+                slot[n].copy_(other[n])                           # W(t); W(t-1) is free
+                p.data = slot[n].data                             # master: W(t) -> W(t+1)
+        part, f_x = sr.optimizer_step(t, read_point, noise_t)
         loss = losses.pop(t, None)
         sr.end_step(t, part, loss, previous=versions[(t + 1) % 2], f_x=f_x,
                     f_y=loss if probe.active(t) else None)

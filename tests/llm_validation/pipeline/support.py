@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sysconfig
 from pathlib import Path
 
@@ -14,11 +15,8 @@ from llm_validation.config import (
     RunConfig,
     TrainConfig,
 )
-from llm_validation.pipeline.stage import (
-    latest_complete,
-    load_stage_checkpoint,
-    stage_param_names,
-)
+from llm_validation.pipeline.checkpoint import latest_complete, load_stage_checkpoint
+from llm_validation.pipeline.stage import stage_param_names
 from llm_validation.rundir import (
     RunPaths,
     latest_checkpoint,
@@ -76,12 +74,12 @@ def emulate(cfg: TrainConfig):
 
 def pipeline_weights(cfg: TrainConfig, run_dir: str) -> dict[str, torch.Tensor]:
     """Final master weights of every stage of a pipeline run, under the full model's names."""
-    P = cfg.run.stages
-    step, d = latest_complete(RunPaths(run_dir), P)
+    P, D = cfg.run.stages, cfg.run.data_parallel
+    step, d = latest_complete(RunPaths(run_dir), P, D)
     assert step == cfg.run.steps
     out = {}
     for s in range(P):
-        master = load_stage_checkpoint(d, s, torch.device("cpu"))["master"]
+        master = load_stage_checkpoint(d, s, 0, torch.device("cpu"))[0]["master"]
         names = stage_param_names(cfg, s, P, list(master))
         out.update({names[n]: w for n, w in master.items()})
     return out
@@ -117,3 +115,38 @@ def assert_same_run(pipe_dir: str, ref_dir: str, cfg: TrainConfig,
 
 
 # ------------------------------------------------------------------------- unit tests
+
+
+# ------------------------------------------------------------------------- data parallelism
+def dp_cfgs(tmp_dir: Path, corpus: str, *, pipeline: str, P: int, D: int, M: int = 2,
+            **kw) -> tuple[TrainConfig, TrainConfig]:
+    """(the P x D run, its single-process reference): batch 2 D M sequences; each replica
+    cuts its 2 M into M microbatches; the reference cuts the whole batch into the same D M
+    microbatches (``pipeline``: ``2bw``, ``1f1b``, ``gpipe`` or ``none``; the reference is the
+    emulated run with the same delay)."""
+    tau = kw.pop("tau", 1 if pipeline == "2bw" else 0)
+    emulate_kind = "emulate-2bw" if tau == 1 else "emulate-sync"
+    run = pipe_cfg(tmp_dir / f"{pipeline}_p{P}_d{D}", corpus, pipeline=pipeline, P=P, M=M,
+                   batch_size=2 * D * M, data_parallel=D, **kw)
+    if pipeline == "none" and tau != run.delay.tau:
+        run = run.replace(delay=dataclasses.replace(run.delay, tau=tau))
+    ref = pipe_cfg(tmp_dir / f"emu_{pipeline}_p{P}_d{D}", corpus, pipeline=emulate_kind,
+                   M=D * M, batch_size=2 * D * M, **kw)
+    if ref.delay.tau != tau:
+        ref = ref.replace(delay=dataclasses.replace(ref.delay, tau=tau))
+    return run, ref
+
+
+def loss_gaps(pipe_dir: str, ref_dir: str) -> dict[str, float]:
+    """Largest relative difference of the training and validation losses of two runs with the
+    same steps (every other statistic is compared by :func:`assert_same_run`)."""
+    a, b = read_metrics(pipe_dir), read_metrics(ref_dir)
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    worst = {"loss": 0.0, "val_loss": 0.0}
+    for ra, rb in zip(a, b):
+        for k in worst:
+            x, y = ra.get(k), rb.get(k)
+            assert (x is None) == (y is None), (ra["step"], k, x, y)
+            if x is not None:
+                worst[k] = max(worst[k], abs(x - y) / abs(y))
+    return worst

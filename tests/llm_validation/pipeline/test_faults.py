@@ -13,7 +13,7 @@ import time
 import pytest
 
 from llm_validation.pipeline.faults import PipelineFailure
-from llm_validation.pipeline.stage import COMPLETE, ckpt_dir, latest_complete
+from llm_validation.pipeline.checkpoint import COMPLETE, METADATA, ckpt_dir, latest_complete
 from llm_validation.run import run as launch
 from llm_validation.rundir import RunPaths
 from tests.llm_validation.pipeline.support import (
@@ -71,7 +71,8 @@ def test_killed_stage_stops_all_and_resume_reproduces_the_run(tmp_path, monkeypa
     assert _all_gone(_pids(tmp_path / "pipe"))
     paths = RunPaths(cfg.run.out_dir)
     assert latest_complete(paths, 3)[0] == 2
-    assert (ckpt_dir(paths, 4) / "stage1.pt").exists() and not (ckpt_dir(paths, 4) / COMPLETE).exists()
+    assert (ckpt_dir(paths, 4) / "stage1" / METADATA).exists()
+    assert not (ckpt_dir(paths, 4) / COMPLETE).exists()
     resumed = launch(dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, resume=True)))
     assert resumed.status == "completed" and resumed.steps == 6
     assert json.loads((tmp_path / "pipe" / "config.json").read_text())["meta"]["resumed_from_step"] == 2

@@ -1,0 +1,194 @@
+"""Sharded checkpoints of a P x D run with ``torch.distributed.checkpoint`` (DCP).
+
+Layout (one DCP checkpoint per stage, written collectively by that stage's D replicas)::
+
+    checkpoints/step_<N>/stage<s>/.metadata        DCP metadata (written last, atomically)
+    checkpoints/step_<N>/stage<s>/__<d>_0.distcp   what replica d of stage s wrote
+    checkpoints/step_<N>/COMPLETE                  "P D": every stage's .metadata exists
+
+Why one DCP checkpoint per stage and not one per run: DCP's save is a collective over its
+process group, and in 2BW the stages reach step N at different times (stage P-1 first, stage 0
+last, each one waiting for the next stage's gradients); a collective over all ranks inside the
+step would deadlock with that order. The D replicas of one stage reach step N together, so each
+stage saves collectively over its own dp group (``mesh.dp_control``, gloo) and stage 0 of
+replica 0 writes ``COMPLETE`` once every stage's ``.metadata`` exists.
+
+What is saved: the stage's state is the same on all D replicas (their gradients are averaged
+before every step, so weights, optimizer state, EF buffers and statistics state are bitwise
+equal; :func:`llm_validation.pipeline.replicas.Replicas.check_identical` checks a checksum
+before each save). Those tensors go under the same keys on every replica and DCP's planner
+writes each of them once, balancing the bytes over the replicas: each rank writes its part.
+What differs per rank (RNG states) and the non-tensor skeleton go into one small pickled blob
+per replica (key ``meta/replica<d>``). Loading reads this rank's blob and every tensor key,
+allocated from the DCP metadata (same shapes, dtypes, bits: resume is bitwise on CPU).
+
+A run killed mid-save leaves a stage without ``.metadata`` and the step without
+``COMPLETE``: only complete checkpoints are resumed; the newest :data:`KEEP_CHECKPOINTS`
+complete ones are kept.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import re
+import shutil
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from llm_validation.rundir import KEEP_CHECKPOINTS, RunPaths
+
+__all__ = ["COMPLETE", "METADATA", "ckpt_dir", "stage_dir", "save_stage_checkpoint",
+           "mark_complete", "latest_complete", "load_stage_checkpoint", "flatten", "unflatten"]
+
+COMPLETE = "COMPLETE"
+#: The file DCP writes last (atomically) into a checkpoint directory.
+METADATA = ".metadata"
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+_REF = "__dcp_tensor__"
+
+
+def ckpt_dir(paths: RunPaths, step: int) -> Path:
+    """Directory of the checkpoint taken after ``step`` optimizer steps."""
+    return paths.checkpoints / f"step_{step:08d}"
+
+
+def stage_dir(paths: RunPaths, step: int, stage: int) -> Path:
+    """The DCP checkpoint of one stage (all its replicas) at ``step``."""
+    return ckpt_dir(paths, step) / f"stage{stage}"
+
+
+# ------------------------------------------------------------------------ nested <-> flat
+def flatten(obj: Any, prefix: str = "s") -> tuple[Any, dict[str, Tensor]]:
+    """(skeleton, tensors): every tensor of a nested dict/list/tuple replaced by a reference
+    to its key in ``tensors`` (keys are the paths, ``prefix/a/0/b``); everything else kept."""
+    flat: dict[str, Tensor] = {}
+
+    def walk(x: Any, path: str) -> Any:
+        if isinstance(x, Tensor):
+            flat[path] = x.detach()
+            return {_REF: path}
+        if isinstance(x, dict):
+            return {k: walk(v, f"{path}/{k}") for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            out = [walk(v, f"{path}/{i}") for i, v in enumerate(x)]
+            return out if isinstance(x, list) else tuple(out)
+        return x
+
+    return walk(obj, prefix), flat
+
+
+def unflatten(skeleton: Any, tensors: dict[str, Tensor], device: torch.device) -> Any:
+    """Inverse of :func:`flatten` (tensors moved to ``device``)."""
+    if isinstance(skeleton, dict):
+        if set(skeleton) == {_REF}:
+            return tensors[skeleton[_REF]].to(device)
+        return {k: unflatten(v, tensors, device) for k, v in skeleton.items()}
+    if isinstance(skeleton, list):
+        return [unflatten(v, tensors, device) for v in skeleton]
+    if isinstance(skeleton, tuple):
+        return tuple(unflatten(v, tensors, device) for v in skeleton)
+    return skeleton
+
+
+# ---------------------------------------------------------------------------------- save
+def save_stage_checkpoint(paths: RunPaths, step: int, stage: int, replica: int,
+                          shared: dict[str, Any], own: dict[str, Any], group: Any) -> Path:
+    """Collective over ``group`` (the stage's D replicas): save ``shared`` (equal on every
+    replica: each tensor written once) and ``own`` (this replica's, e.g. RNG states)."""
+    import torch.distributed.checkpoint as dcp
+
+    d = stage_dir(paths, step, stage)
+    d.mkdir(parents=True, exist_ok=True)
+    skeleton, flat = flatten(shared)
+    blob = io.BytesIO(pickle.dumps({"skeleton": skeleton, "own": own}))
+    state: dict[str, Any] = {**flat, f"meta/replica{replica}": blob}
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(d), process_group=group)
+    return d
+
+
+def mark_complete(paths: RunPaths, step: int, stages: int, replicas: int, wait_s: float) -> None:
+    """Rank 0: once every stage's DCP ``.metadata`` of ``step`` exists (waiting up to
+    ``wait_s``; on one machine they already do, see the runtime's ordering), write ``COMPLETE``
+    atomically and delete older checkpoints beyond the newest :data:`KEEP_CHECKPOINTS`
+    complete ones, and any incomplete one older than this."""
+    d = ckpt_dir(paths, step)
+    deadline = time.monotonic() + wait_s
+
+    def missing() -> list[int]:
+        return [s for s in range(stages) if not (stage_dir(paths, step, s) / METADATA).exists()]
+
+    gone = missing()
+    while gone and time.monotonic() < deadline:
+        time.sleep(0.02)
+        gone = missing()
+    if gone:
+        raise RuntimeError(f"checkpoint {d}: stages {gone} did not finish saving within {wait_s} s "
+                           "(several machines need a shared run directory)")
+    tmp = d / f".{COMPLETE}.tmp"
+    tmp.write_text(f"{stages} {replicas}\n")
+    tmp.replace(d / COMPLETE)
+    complete, stale = [], []
+    for child in paths.checkpoints.iterdir():
+        m = _STEP_DIR.match(child.name)
+        if m and child.is_dir():
+            (complete if (child / COMPLETE).exists() else stale).append((int(m.group(1)), child))
+    for _, old in sorted(complete)[:-KEEP_CHECKPOINTS]:
+        shutil.rmtree(old, ignore_errors=True)
+    for n, old in stale:
+        if n < step:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def latest_complete(paths: RunPaths, stages: int, replicas: int = 1) -> tuple[int, Path] | None:
+    """``(step, dir)`` of the newest complete checkpoint; one of another P x D is an error
+    (a run resumes onto the same grid)."""
+    if not paths.checkpoints.is_dir():
+        return None
+    found = []
+    for child in paths.checkpoints.iterdir():
+        m = _STEP_DIR.match(child.name)
+        if m and (child / COMPLETE).exists():
+            fields = (child / COMPLETE).read_text().split()
+            shape = (int(fields[0]), int(fields[1]) if len(fields) > 1 else 1) if fields else None
+            if shape != (stages, replicas):
+                got = "?" if shape is None else f"{shape[0]} stages x {shape[1]} replicas"
+                raise ValueError(f"checkpoint {child} has {got}; this run has {stages} stages x "
+                                 f"{replicas} replicas (resume onto the same P x D)")
+            found.append((int(m.group(1)), child))
+    return max(found) if found else None
+
+
+# ---------------------------------------------------------------------------------- load
+def load_stage_checkpoint(directory: Path, stage: int, replica: int, device: torch.device
+                          ) -> tuple[Any, dict[str, Any]]:
+    """``(shared, own)`` of one stage and replica from a complete checkpoint ``directory``
+    (``checkpoints/step_<N>``). Reads without collectives (each rank its own)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    path = Path(directory) / f"stage{stage}"
+    if not (path / METADATA).is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path / METADATA}")
+    reader = dcp.FileSystemReader(path)
+    meta_key = f"meta/replica{replica}"
+    state: dict[str, Any] = {}
+    for key, md in reader.read_metadata().state_dict_metadata.items():
+        if isinstance(md, TensorStorageMetadata):
+            state[key] = torch.empty(md.size, dtype=md.properties.dtype)
+        elif key == meta_key:
+            state[key] = io.BytesIO()
+    if meta_key not in state:
+        raise ValueError(f"checkpoint {path} holds no state of replica {replica}")
+    with warnings.catch_warnings():   # no_dist: DCP warns that it assumes one process
+        warnings.simplefilter("ignore", UserWarning)
+        dcp.load(state, storage_reader=dcp.FileSystemReader(path), no_dist=True)
+    blob = state.pop(meta_key)
+    blob.seek(0)
+    meta = pickle.loads(blob.read())
+    return unflatten(meta["skeleton"], state, device), meta["own"]
