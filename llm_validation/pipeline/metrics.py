@@ -82,10 +82,11 @@ class MetricsCollector:
             self.rows_written += 1
             self.next_row = t + 1
 
-    def final(self, done: int) -> tuple[float | None, list[dict[str, Any]]]:
-        """The closing row ``{step: N, val_loss}`` from the last stage's final message; returns
-        (that loss, every stage's final message, stage 0's a placeholder)."""
-        msgs = self._gather({"step": "final"}, "final")
+    def final(self, done: int, own: dict[str, Any]) -> tuple[float | None, list[dict[str, Any]]]:
+        """The closing row ``{step: N, val_loss}`` from the last stage's final message (``own``
+        is stage 0's, the last stage's too when P = 1); returns (that loss, every stage's
+        final message)."""
+        msgs = self._gather(own, "final")
         val = msgs[-1].get("val_loss")
         self.writer.write(eval_row(done, val))
         return val, msgs

@@ -118,13 +118,13 @@ class Replicas:
         partial sum as the emulator's does. ``captured`` is emptied."""
         M = len(captured)
         mine = torch.stack([_flat(g) for g in captured])                     # [M, n]
-        every = torch.empty((self.D,) + tuple(mine.shape), dtype=mine.dtype, device=mine.device)
-        dist.all_gather_into_tensor(every, mine, group=self.group)          # [D, M, n]
+        every = torch.empty((self.D * M, mine.shape[1]), dtype=mine.dtype, device=mine.device)
+        dist.all_gather_into_tensor(every, mine, group=self.group)   # [D*M, n], row k = d*M + j
         captured.clear()
         sizes = [t.numel() for t in like]
         acc: list[Tensor] = []
         for k in range(self.D * M):          # microbatch order of the global batch
-            parts = every[k // M, k % M].split(sizes)
+            parts = every[k].split(sizes)
             for i, (t, x) in enumerate(zip(like, parts)):
                 x = x.view_as(t) / self.D                                    # g_k / (DM)
                 if k == 0:

@@ -304,10 +304,11 @@ class StageRun:
                   "weight_bytes_one_copy": sum(p.numel() * p.element_size()
                                                for p in self.setup.opt.params)}
         final_val, stages_memory = None, [memory]
+        own = {"step": "final", "val_loss": self.val_loss.pop(self.N, None), "memory": memory}
         if self.is_writer:
             if status == "completed":
-                final_val, msgs = self.collector.final(done)
-                stages_memory += [m.get("memory") for m in msgs[1:]]
+                final_val, msgs = self.collector.final(done, own)
+                stages_memory = [m.get("memory") for m in msgs]
             self.writer.close()
             write_json(self.paths.root / "logs" / "result.json",
                        {"status": status, "steps": done, "message": message,
@@ -315,6 +316,4 @@ class StageRun:
                         "start": self.start, "step_clock": self.step_clock,
                         "stage_memory": stages_memory})
         elif status == "completed" and self.d == 0:
-            self.link.send_message({"step": "final", "val_loss": self.val_loss.pop(self.N, None),
-                                    "memory": memory},
-                                   0, "the delivery of the final validation loss to stage 0")
+            self.link.send_message(own, 0, "the delivery of the final validation loss to stage 0")

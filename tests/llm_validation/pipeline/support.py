@@ -137,16 +137,18 @@ def dp_cfgs(tmp_dir: Path, corpus: str, *, pipeline: str, P: int, D: int, M: int
     return run, ref
 
 
-def loss_gaps(pipe_dir: str, ref_dir: str) -> dict[str, float]:
-    """Largest relative difference of the training and validation losses of two runs with the
-    same steps (every other statistic is compared by :func:`assert_same_run`)."""
+def loss_gaps(pipe_dir: str, ref_dir: str,
+              keys: tuple[str, ...] = ("loss", "val_loss", "grad_norm", "update_norm")
+              ) -> dict[str, float]:
+    """Largest relative difference per metric of two runs with the same steps (the training
+    and validation losses, and the norms of the gradient and the update by default)."""
     a, b = read_metrics(pipe_dir), read_metrics(ref_dir)
     assert [r["step"] for r in a] == [r["step"] for r in b]
-    worst = {"loss": 0.0, "val_loss": 0.0}
+    worst = {k: 0.0 for k in keys}
     for ra, rb in zip(a, b):
         for k in worst:
             x, y = ra.get(k), rb.get(k)
             assert (x is None) == (y is None), (ra["step"], k, x, y)
             if x is not None:
-                worst[k] = max(worst[k], abs(x - y) / abs(y))
+                worst[k] = max(worst[k], abs(x - y) / max(abs(y), 1e-300))
     return worst
