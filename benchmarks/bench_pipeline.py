@@ -11,6 +11,13 @@ excluded; evaluation, statistics and intermediate checkpoints are off. The three
 ``repeats`` times interleaved and the best repetition of each is reported (all are listed), so
 load from other processes on the machine biases none of them.
 
+Data x pipeline parallelism (``--data-parallel``, default ``1 2``): with D = 2 each stage runs
+on two replicas (P x D processes, a (dp, pp) mesh; the batch is D times larger, so every
+replica does the D = 1 run's work per step plus one gradient all-reduce); only 2BW and 1F1B
+are run there. Every run reports each stage's peak weight memory (``stage_memory``: the bytes
+of the distinct storages holding the stage's weights after any step, and one copy's bytes;
+``weight_copies`` is their ratio): 2BW holds exactly two weight versions, 1F1B one.
+
 The synchronous 1F1B schedule idles (P - 1)(t_F + t_B) per step of M (t_F + t_B) of work,
 so a bubble-free schedule can be at most ``limit = (M + P - 1) / M`` times faster. The report
 gives ``ratio_2bw_over_1f1b`` and ``fraction_of_limit = ratio / limit`` (goal >= 0.9; the
@@ -37,32 +44,39 @@ from llm_validation.config import DataConfig, DelayConfig, OptimConfig, RunConfi
 __all__ = ["main", "measure", "KINDS"]
 
 KINDS = ("2bw", "1f1b", "gpipe")
+#: The kinds measured with D > 1 (the comparison the data-parallel rows are for).
+DP_KINDS = ("2bw", "1f1b")
 
 
-def _cfg(kind: str, P: int, M: int, args: argparse.Namespace, out: Path) -> TrainConfig:
+def _cfg(kind: str, P: int, M: int, args: argparse.Namespace, out: Path, D: int = 1
+         ) -> TrainConfig:
     model = dataclasses.replace(preset(args.preset), n_layer=max(preset(args.preset).n_layer, P))
     return TrainConfig(
         model=model, data=DataConfig(path=args.data, seq_len=args.seq_len),
         optim=OptimConfig(name=args.optim, lr=1e-3, schedule="constant"),
         delay=DelayConfig(tau=1 if kind == "2bw" else 0),
-        run=RunConfig(steps=args.steps, batch_size=M * args.micro_batch, microbatches=M,
-                      pipeline=kind, stages=P, eval_interval=0, eval_batches=1, stats_interval=0,
-                      checkpoint_interval=0, out_dir=str(out / f"{kind}_P{P}_M{M}")))
+        run=RunConfig(steps=args.steps, batch_size=D * M * args.micro_batch, microbatches=M,
+                      pipeline=kind, stages=P, data_parallel=D, eval_interval=0, eval_batches=1,
+                      stats_interval=0, checkpoint_interval=0,
+                      out_dir=str(out / f"{kind}_P{P}_D{D}_M{M}")))
 
 
-def measure(kind: str, P: int, M: int, args: argparse.Namespace, out: Path) -> dict:
-    """Launch one run; steady-state tokens/s from stage 0's step clock."""
+def measure(kind: str, P: int, M: int, args: argparse.Namespace, out: Path, D: int = 1) -> dict:
+    """Launch one run; steady-state tokens/s from stage 0's step clock, each stage's weight
+    memory from the run's record."""
     from llm_validation.pipeline.launch import launch_pipeline
 
-    cfg = _cfg(kind, P, M, args, out)
+    cfg = _cfg(kind, P, M, args, out, D)
     launch_pipeline(cfg, progress=False)
     info = read_json(Path(cfg.run.out_dir) / "logs" / "result.json")
     clock = info["step_clock"]
     w = min(args.warmup, len(clock) - 2)
     steps = len(clock) - 1 - w
     step_s = (clock[-1] - clock[w]) / steps          # mean over the window: a step that waits
+    memory = info["stage_memory"]
     return {"tokens_per_s": cfg.tokens_per_step / step_s, "step_s": step_s,   # is caught up
-            "steps_timed": steps}
+            "steps_timed": steps, "stage_memory": memory,
+            "weight_copies": [m["weight_bytes_peak"] / m["weight_bytes_one_copy"] for m in memory]}
 
 
 def _microbatches(text: str, P: int) -> int:
@@ -79,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", default="tiny", help="model preset (default tiny)")
     ap.add_argument("--stages", type=int, nargs="*", default=None,
                     help="stage counts (default 2, plus 4 with >= 4 cores)")
+    ap.add_argument("--data-parallel", type=int, nargs="*", default=[1, 2],
+                    help="replica counts D (default 1 2; D > 1 runs 2BW and 1F1B only)")
     ap.add_argument("--microbatches", type=str, default="P,2P",
                     help="comma list of M values; 'P' and '2P' are relative (default P,2P)")
     ap.add_argument("--micro-batch", type=int, default=4, help="sequences per microbatch")
@@ -103,27 +119,33 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or tmp)
-        for P in stages:
-            ms = sorted({_microbatches(m, P) for m in args.microbatches.split(",")})
-            for M in ms:
-                row = {"stages": P, "microbatches": M, "limit": (M + P - 1) / M}
-                runs: dict[str, list[dict]] = {k: [] for k in KINDS}
-                for rep in range(args.repeats):          # interleaved: load drifts hit all
-                    for kind in KINDS:
-                        runs[kind].append(measure(kind, P, M, args, out / f"r{rep}"))
-                for kind in KINDS:                       # best repetition of each kind
-                    row[kind] = max(runs[kind], key=lambda r: r["tokens_per_s"])
-                    row[kind]["repeats_tokens_per_s"] = [r["tokens_per_s"] for r in runs[kind]]
-                ratio = row["2bw"]["tokens_per_s"] / row["1f1b"]["tokens_per_s"]
-                row["ratio_2bw_over_1f1b"] = ratio
-                row["ratio_2bw_over_gpipe"] = row["2bw"]["tokens_per_s"] / row["gpipe"]["tokens_per_s"]
-                row["fraction_of_limit"] = ratio / row["limit"]
-                results.append(row)
-                if not args.json:
-                    print(f"P={P} M={M}: 2bw {row['2bw']['tokens_per_s']:.0f} tok/s, 1f1b "
-                          f"{row['1f1b']['tokens_per_s']:.0f}, gpipe {row['gpipe']['tokens_per_s']:.0f}; "
-                          f"ratio {ratio:.3f} of limit {row['limit']:.3f} -> "
-                          f"{row['fraction_of_limit']:.3f}", flush=True)
+        for D in args.data_parallel:
+            kinds = KINDS if D == 1 else DP_KINDS
+            for P in stages:
+                ms = sorted({_microbatches(m, P) for m in args.microbatches.split(",")})
+                for M in ms:
+                    row = {"stages": P, "data_parallel": D, "processes": P * D,
+                           "microbatches": M, "limit": (M + P - 1) / M}
+                    runs: dict[str, list[dict]] = {k: [] for k in kinds}
+                    for rep in range(args.repeats):      # interleaved: load drifts hit all
+                        for kind in kinds:
+                            runs[kind].append(measure(kind, P, M, args, out / f"r{rep}", D))
+                    for kind in kinds:                   # best repetition of each kind
+                        row[kind] = max(runs[kind], key=lambda r: r["tokens_per_s"])
+                        row[kind]["repeats_tokens_per_s"] = [r["tokens_per_s"] for r in runs[kind]]
+                    ratio = row["2bw"]["tokens_per_s"] / row["1f1b"]["tokens_per_s"]
+                    row["ratio_2bw_over_1f1b"] = ratio
+                    if "gpipe" in row:
+                        row["ratio_2bw_over_gpipe"] = (row["2bw"]["tokens_per_s"]
+                                                       / row["gpipe"]["tokens_per_s"])
+                    row["fraction_of_limit"] = ratio / row["limit"]
+                    row["weight_copies"] = {k: row[k]["weight_copies"] for k in kinds}
+                    results.append(row)
+                    if not args.json:
+                        speeds = ", ".join(f"{k} {row[k]['tokens_per_s']:.0f}" for k in kinds)
+                        print(f"P={P} D={D} M={M}: tok/s {speeds}; ratio {ratio:.3f} of limit "
+                              f"{row['limit']:.3f} -> {row['fraction_of_limit']:.3f}; weight "
+                              f"copies per stage {row['weight_copies']}", flush=True)
     report = {
         "benchmark": "pipeline",
         "device": "cpu",
@@ -139,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         "stages_skipped": [] if 4 in stages or cores >= 4 else [{"stages": 4,
                                                                   "why": f"{cores} cores"}],
         "results": results,
-        "fraction_of_limit": min(r["fraction_of_limit"] for r in results),
+        "fraction_of_limit": min(r["fraction_of_limit"] for r in results
+                                 if r["data_parallel"] == 1) if 1 in args.data_parallel else None,
         "goal_fraction_of_limit": 0.9,
     }
     if args.json:
