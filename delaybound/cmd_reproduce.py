@@ -1,0 +1,128 @@
+"""``delaybound reproduce``: the paper's 17 empirical claims as a ledger.
+
+- ``reproduce --list [--json] [--scale S] [--seeds N] [--quick] [--jobs J]``: every claim with
+  its id, the paper's wording and figure, its grid and the reason for it, the runs it needs and
+  their estimated cost, and the totals over all claims (runs are shared).
+- ``reproduce --out DIR [--claims ID,...] [--scale tiny|small|smollm-135m] [--seeds N]
+  [--jobs J] [--threads T] [--device cpu|cuda] [--quick] [--set [OPT:]SEC.FIELD=VALUE]
+  [--keep-checkpoints] [--quiet] [--json]``: trains what is missing into ``DIR/runs`` (resumable:
+  one run directory per distinct config, shared across claims, through the sweep runner), then
+  writes ``DIR/claims.md``, ``DIR/claims.json`` and ``DIR/figures/<id>.png``. A progress line per
+  finished run on stderr with an ETA weighted by the estimated cost left.
+
+``--quick``: one seed (unless ``--seeds``) and half-length runs: a first look, every status
+inconclusive. Exit code 0 whatever the verdicts, 1 when a run raised (the ledger is written
+anyway), 2 on bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from delaybound.output import print_json
+
+__all__ = ["register", "cmd_reproduce"]
+
+
+def _ids(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _plan(args: argparse.Namespace):
+    from llm_validation.claims.plan import build_plan
+    from llm_validation.claims.registry import get_claims
+    from llm_validation.claims.scales import get_scale
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f"--seeds {args.seeds}: needs at least 1 seed (3 for a verdict)")
+    if args.jobs < 0:
+        raise ValueError(f"--jobs {args.jobs}: must be >= 0 (0: in this process)")
+    n = args.seeds if args.seeds is not None else (1 if args.quick else 3)
+    claims = get_claims(args.claims)
+    return build_plan(claims, get_scale(args.scale), seeds=tuple(range(n)), quick=args.quick,
+                      device=args.device, overrides=tuple(args.set or ()))
+
+
+def _list(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    jobs = max(args.jobs, 1)
+    rows = [{**c.to_dict(), "runs_needed": len(plan.claim_runs(c.id)),
+             "estimated_process_s": round(plan.cost(c.id), 1)} for c in plan.claims]
+    totals = {"distinct_runs": len(plan.runs), "estimated_process_s": round(plan.cost(), 1),
+              "estimated_wall_s": round(plan.cost() / jobs, 1), "jobs": jobs,
+              "unavailable_runs": len(plan.unavailable())}
+    if args.json:
+        print_json({"scale": plan.scale.name, "seeds": list(plan.seeds), "quick": plan.quick,
+                    "claims": rows, **totals})
+        return 0
+    for r in rows:
+        print(f"{r['number']:2d}. {r['id']} ({r['figure']}): {r['runs_needed']} runs, "
+              f"~{r['estimated_process_s'] / 60:.0f} process-min alone")
+        print(f"    claim: {r['wording']}")
+        print(f"    grid:  {r['grid']}")
+        print(f"    why:   {r['reason']}")
+    print(f"\n{totals['distinct_runs']} distinct runs at scale {plan.scale.name}, "
+          f"{len(plan.seeds)} seed(s): ~{totals['estimated_process_s'] / 60:.0f} "
+          f"process-minutes, ~{totals['estimated_wall_s'] / 60:.0f} minutes with --jobs {jobs}"
+          + (f"; {totals['unavailable_runs']} runs cannot be configured in this checkout"
+             if totals["unavailable_runs"] else ""))
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list(args)
+    if not args.out:
+        raise ValueError("--out DIR is required (or --list)")
+    plan = _plan(args)
+    if plan.device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise ValueError("--device cuda: no CUDA device is available here")
+    from llm_validation.claims.ledger import RUNS_DIR, assemble, write_ledger
+    from llm_validation.claims.plan import execute
+    threads = args.threads or max(1, (os.cpu_count() or 1) // max(args.jobs, 1))
+    summary = execute(plan, os.path.join(args.out, RUNS_DIR), jobs=args.jobs, threads=threads,
+                      progress=not args.quiet, keep_checkpoints=args.keep_checkpoints)
+    results = assemble(plan, args.out)
+    doc = write_ledger(plan, results, args.out, summary)
+    if args.json:
+        print_json(doc)
+    else:
+        for claim, r in zip(plan.claims, results):
+            print(f"{r.status.upper():12s} {claim.number:2d}. {claim.id}: {r.reason[:160]}")
+        c = doc["counts"]
+        print(f"\n{c['pass']} pass, {c['fail']} fail, {c['inconclusive']} inconclusive; "
+              f"trained {summary.ran}, reused {summary.reused} runs; "
+              f"ledger: {os.path.join(args.out, 'claims.md')}")
+    for e in summary.errors:
+        print(f"delaybound reproduce: run failed: {e}", file=sys.stderr)
+    return 1 if summary.errors else 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "reproduce", help="the paper's empirical claims as a ledger (runs what is missing)",
+        description="Train the runs the paper's 17 empirical claims need (resumable, shared "
+                    "between claims), then write OUT/claims.md and OUT/claims.json: per claim "
+                    "the measured numbers with 95%% intervals over seeds, pass / fail / "
+                    "inconclusive, the theory's prediction, and a figure.")
+    a = p.add_argument
+    a("--list", action="store_true", help="list the claims, their grids and cost; run nothing")
+    a("--claims", type=_ids, metavar="ID,...", help="claim ids (default: all; see --list)")
+    a("--scale", default="tiny", help="tiny (CPU, default), small (CPU) or smollm-135m (GPU)")
+    a("--seeds", type=int, help="seeds per setting (default 3; 1 with --quick)")
+    a("--jobs", type=int, default=2, help="parallel training processes (default 2; 0: inline)")
+    a("--threads", type=int, help="torch threads per process (default cores / jobs)")
+    a("--device", choices=["cpu", "cuda"], help="device of every run (default: the scale's)")
+    a("--quick", action="store_true", help="half-length runs, one seed: a first look")
+    a("--set", action="append", metavar="[OPT:]SEC.FIELD=VALUE",
+      help="override the base run of every claim (e.g. --set data.path=shards/)")
+    a("--keep-checkpoints", action="store_true",
+      help="keep the final checkpoint of every run (default: removed once the run finished)")
+    a("--out", help="output folder (runs/, figures/, claims.md, claims.json)")
+    a("--quiet", action="store_true", help="no progress lines")
+    a("--json", action="store_true", help="print the ledger (or the list) as JSON")
+    p.set_defaults(func=cmd_reproduce)
