@@ -1,0 +1,57 @@
+"""``delaybound reproduce``: the list, bad input, and one tiny real end-to-end --quick claim
+that a second invocation reuses entirely."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from delaybound.cli import main
+
+#: A micro model and 4-step runs: the real pipeline end to end in a few seconds.
+MICRO = ["--set", "model.n_layer=1", "--set", "model.d_model=16", "--set", "model.n_head=2",
+         "--set", "model.n_kv_head=1", "--set", "model.d_ff=32", "--set", "data.seq_len=16",
+         "--set", "run.batch_size=4", "--set", "run.eval_batches=1", "--set", "run.steps=4",
+         "--set", "run.stats_interval=2"]
+
+
+def test_list_json_has_all_claims(capsys):
+    assert main(["reproduce", "--list", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    ids = [c["id"] for c in d["claims"]]
+    assert len(ids) == 17 == len(set(ids))
+    assert all(c["runs_needed"] > 0 and c["estimated_process_s"] > 0 and c["reason"]
+               for c in d["claims"])
+    assert d["distinct_runs"] < sum(c["runs_needed"] for c in d["claims"])
+    assert main(["reproduce", "--list", "--claims", "dcasgd"]) == 0
+    out = capsys.readouterr().out
+    assert "13. dcasgd (Fig. 14)" in out and "distinct runs" in out
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--claims", "nope", "--out", "x"], "unknown claim id"),
+    (["--seeds", "0", "--out", "x"], "--seeds 0"),
+    (["--claims", "dcasgd"], "--out DIR is required"),
+    (["--scale", "huge", "--list"], "--scale 'huge'"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, args, text):
+    assert main(["reproduce", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and text in err[0]
+
+
+def test_quick_end_to_end_then_nothing_to_run(tmp_path, capsys):
+    args = ["reproduce", "--quick", "--claims", "dcasgd", "--jobs", "0", "--quiet",
+            "--out", str(tmp_path), "--json", *MICRO]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["budget"]["ran"] == 5 and doc["budget"]["reused"] == 0
+    claim = doc["claims"][0]
+    assert claim["id"] == "dcasgd" and claim["result"]["status"] == "inconclusive"
+    assert "only 1 seed" in claim["result"]["reason"]
+    assert (tmp_path / "claims.md").is_file() and (tmp_path / "figures" / "dcasgd.png").is_file()
+    assert not any((tmp_path / "runs").glob("*/checkpoints"))
+    assert main(args) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["budget"]["ran"] == 0 and again["budget"]["reused"] == 5

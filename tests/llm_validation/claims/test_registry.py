@@ -1,0 +1,67 @@
+"""The registry holds the paper's 17 claims; the plan shares runs between them and fits the
+CPU budget; run names are unique per config and stable."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_validation.claims.arms import OfSteps, Times, Unavailable, delayed, resolve
+from llm_validation.claims.plan import build_plan, run_name
+from llm_validation.claims.registry import CLAIMS, get_claims
+from llm_validation.claims.scales import base_config, get_scale
+
+#: The brief's budgets on 2 CPU cores with --jobs 2 (seconds of wall time).
+FULL_BUDGET_S, QUICK_BUDGET_S = 90 * 60, 20 * 60
+
+
+def test_seventeen_claims_with_unique_ids_and_complete_entries():
+    claims = get_claims()
+    assert len(claims) == 17 and len({c.id for c in claims}) == 17
+    assert [c.number for c in claims] == list(range(1, 18))
+    for c in claims:
+        assert c.wording and c.grid and c.reason and c.decision and c.figure
+        assert c.arms and all(a.partner().is_sync for a in c.arms)
+
+
+def test_unknown_and_empty_claim_ids_are_errors():
+    with pytest.raises(ValueError, match="unknown claim id"):
+        get_claims(["adamw-vs-muon", "nope"])
+    with pytest.raises(ValueError, match="at least one"):
+        get_claims([" "])
+
+
+def test_every_arm_resolves_and_runs_are_shared_between_claims():
+    plan = build_plan(get_claims(), get_scale("tiny"), seeds=(0, 1, 2))
+    assert not plan.unavailable(), [r.unavailable for r in plan.unavailable()][:3]
+    per_claim = sum(len(plan.claim_runs(c.id)) for c in plan.claims)
+    assert len(plan.runs) < 0.6 * per_claim          # the base block is shared
+    assert len({r.name for r in plan.runs}) == len(plan.runs)
+    assert len({run_name(r.cfg) for r in plan.runs}) == len(plan.runs)
+
+
+def test_the_ledger_fits_the_cpu_budget_with_two_jobs():
+    full = build_plan(get_claims(), get_scale("tiny"), seeds=(0, 1, 2))
+    quick = build_plan(get_claims(), get_scale("tiny"), seeds=(0,), quick=True)
+    assert full.cost() / 2 <= FULL_BUDGET_S
+    assert quick.cost() / 2 <= QUICK_BUDGET_S
+
+
+def test_arm_values_resolve_against_the_base():
+    base = base_config(get_scale("tiny"), "muon")
+    arm = delayed("muon", "2bw+sync-start", cond={"optim.lr": Times(0.5),
+                                                  "run.steps": Times(0.5)},
+                  tag="x", sync_start=OfSteps(0.2))
+    cfg = resolve(arm, base)
+    assert cfg.optim.lr == pytest.approx(base.optim.lr / 2)
+    assert cfg.run.steps == base.run.steps // 2
+    assert cfg.delay.sync_start == round(0.2 * cfg.run.steps) and cfg.delay.tau == 1
+    assert resolve(arm.partner(), base).delay.tau == 0
+    assert run_name(cfg) == run_name(resolve(arm, base))          # stable
+    with pytest.raises(Unavailable, match="not a config field"):
+        resolve(delayed("muon", cond={"optim.no_such_field": 1}, tag="y"), base)
+
+
+def test_an_unconfigurable_arm_is_planned_as_unavailable():
+    plan = build_plan([CLAIMS["grad-clip"]], get_scale("tiny"), seeds=(0,),
+                      overrides=("optim.grad_clip=-1",))
+    assert plan.unavailable() and "grad_clip" in plan.unavailable()[0].unavailable
