@@ -1,7 +1,8 @@
 """Emulated delay and Error Feedback under data parallelism: ``--data-parallel D``, no pipeline.
 
-For users who want a delayed optimizer (``DelayedOptimizer(tau, ef_lambda)``) without
-pipelining: D processes (the same launcher, a (D, 1) mesh), each holding the whole model.
+For users who want a delayed optimizer (``DelayedOptimizer.from_config``: tau, EF, gradient
+clipping, as the emulator builds it) without pipelining: D processes (the same launcher, a
+(D, 1) mesh), each holding the whole model.
 
 Algorithm (replica d of D; batch t of B sequences cut into D*M microbatches, replica d takes
 ``k = d*M .. d*M + M - 1``; :class:`llm_validation.pipeline.stage.StageSetup` with one stage)::
@@ -64,8 +65,7 @@ class DataParallelRun(StageRun):
     """One replica of a data-parallel emulated run (a one-stage :class:`StageRun`)."""
 
     def __init__(self, ctx: WorkerContext, cfg: TrainConfig, start: int, dp_mode: str) -> None:
-        super().__init__(ctx, cfg, start, tau=cfg.delay.tau, dp_mode=dp_mode,
-                         optimizer_tau=cfg.delay.tau)
+        super().__init__(ctx, cfg, start, tau=cfg.delay.tau, dp_mode=dp_mode)
         self.params = list(self.setup.opt.params)
 
     def microbatches(self, xs: Sequence[Tensor], ys: Sequence[Tensor], scale: int,

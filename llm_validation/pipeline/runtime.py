@@ -65,7 +65,7 @@ class StageRun:
     probe, metrics (stage 0), checkpoints, side passes and the step's bookkeeping."""
 
     def __init__(self, ctx: WorkerContext, cfg: TrainConfig, start: int, tau: int,
-                 dp_mode: str = "allreduce", optimizer_tau: int = 0) -> None:
+                 dp_mode: str = "allreduce") -> None:
         self.ctx, self.cfg, self.start = ctx, cfg, start
         run, mesh = cfg.run, ctx.mesh
         self.P, self.s, self.M, self.N = run.stages, mesh.stage, run.microbatches, run.steps
@@ -81,7 +81,7 @@ class StageRun:
             torch.cuda.set_device(device)
         self.device = device
         self.setup = setup = StageSetup(cfg, self.s, self.P, device, replica=self.d,
-                                        replicas=self.D, tau=optimizer_tau)
+                                        replicas=self.D)
         common = dict(stage=self.s, stages=self.P, device=device, act_shape=setup.act_shape,
                       act_dtype=setup.act_dtype, timeout_s=ctx.timeout_s,
                       control_group=ctx.control_group, status=ctx.status, store=ctx.store,

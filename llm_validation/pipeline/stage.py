@@ -54,15 +54,15 @@ class StageSetup:
     ``replica`` of ``replicas`` (see the module docstring).
 
     Attributes: ``module`` (the stage, whose parameters are the master weights ``W(t)``),
-    ``opt`` (DelayedOptimizer; ``tau`` = 0 in a pipeline, whose schedule makes the delay; the
-    run's tau in the data-parallel emulation), ``names`` (parameter name of each ``opt.params``
+    ``opt`` (DelayedOptimizer; tau = 0 in a pipeline, whose schedule makes the delay;
+    ``DelayedOptimizer.from_config``, as the emulator, in the data-parallel emulation), ``names`` (parameter name of each ``opt.params``
     entry), ``geoms`` (geometry of each, for the statistics), ``act_shape``/``act_dtype`` (the
     activation ``h[b, T, C]`` between stages), ``autocast`` (context factory), and for the first
     / last stage the samplers of the training, validation and large-batch streams.
     """
 
     def __init__(self, cfg: TrainConfig, stage: int, stages: int, device: torch.device, *,
-                 replica: int = 0, replicas: int = 1, tau: int = 0) -> None:
+                 replica: int = 0, replicas: int = 1) -> None:
         run = cfg.run
         self.cfg, self.stage, self.stages, self.device = cfg, stage, stages, device
         self.replica, self.replicas = replica, replicas
@@ -77,8 +77,11 @@ class StageSetup:
             model.embed = None
         self.module = module.to(device)
         base = build_optimizer(self.module, cfg.optim)
-        self.opt = DelayedOptimizer(base, tau=tau, ef_lambda=cfg.delay.ef_lambda,
-                                    ef_level=cfg.delay.ef_level)
+        if run.pipeline == "none":      # the data-parallel emulation: the emulator's wrapper
+            self.opt = DelayedOptimizer.from_config(base, cfg)
+        else:                           # a pipeline stage: the schedule makes the delay
+            self.opt = DelayedOptimizer(base, tau=0, ef_lambda=cfg.delay.ef_lambda,
+                                        ef_level=cfg.delay.ef_level)
         by_id = {id(p): n for n, p in self.module.named_parameters()}
         self.names = [by_id[id(p)] for p in self.opt.params]
         self.geoms = [group_geometry(g) for g in self.opt.param_groups for _ in g["params"]]

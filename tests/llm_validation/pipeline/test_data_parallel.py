@@ -14,6 +14,7 @@ import json
 
 import pytest
 
+from llm_validation.config import OptimConfig
 from llm_validation.run import run as launch
 from llm_validation.rundir import read_json
 from tests.llm_validation.pipeline.support import (
@@ -72,11 +73,14 @@ def test_pipeline_x_data_parallel_equals_the_emulated_run(tmp_path, monkeypatch,
     assert max(gaps.values()) <= ALLREDUCE_RTOL, gaps
 
 
-@pytest.mark.parametrize("tau,lam", [(1, 1.0), (0, 0.0)])
-def test_data_parallel_emulation_without_pipeline(tmp_path, monkeypatch, tau, lam):
-    """``--data-parallel 2`` with no pipeline: DelayedOptimizer(tau) + EF on 2 processes."""
+@pytest.mark.parametrize("tau,lam,clip", [(1, 1.0, 0.0), (0, 0.0, 0.0), (1, 0.0, 0.5)])
+def test_data_parallel_emulation_without_pipeline(tmp_path, monkeypatch, tau, lam, clip):
+    """``--data-parallel 2`` with no pipeline: DelayedOptimizer(tau) + EF (or gradient
+    clipping, whose norm is the averaged gradient's) on 2 processes."""
     corpus = small_corpus(tmp_path)
-    cfg, ref_cfg = dp_cfgs(tmp_path, corpus, pipeline="none", P=1, D=2, tau=tau, lam=lam)
+    optim = OptimConfig(name="muon", lr=0.02, grad_clip=clip)
+    cfg, ref_cfg = dp_cfgs(tmp_path, corpus, pipeline="none", P=1, D=2, tau=tau, lam=lam,
+                           optim=optim)
     ref = emulate(ref_cfg)
     monkeypatch.setenv("DELAYBOUND_DP_REDUCE", "ordered")
     got = launch(cfg)
@@ -96,6 +100,10 @@ def test_bad_shapes_are_one_line_errors_before_anything_starts(tmp_path, monkeyp
     assert main([*base, "--data-parallel", "2", "--batch-size", "6", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "divisible by data_parallel x microbatches = 2 x 2" in err[0]
+    assert not out.exists()
+    out = tmp_path / "clip_on_a_pipeline"     # not implemented there: refused, not ignored
+    assert main([*base, "--batch-size", "4", "--grad-clip", "1.0", "--out", str(out)]) == 2
+    assert "not implemented on the real pipelines" in capsys.readouterr().err
     assert not out.exists()
     # under torchrun (its environment) with a world smaller than P x D
     for k, v in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
