@@ -219,7 +219,7 @@ class _CostProgress:
             return
         el = time.perf_counter() - self.t0
         frac = self.done_cost / self.total
-        eta = el * (1 - frac) / frac if frac > 0 else float("nan")
+        eta = max(0.0, el * (1 - frac) / frac) if frac > 0 else float("nan")
         fill = int(self.WIDTH * frac)
         val = f" val {o.final_val_loss:.4f}" if o.final_val_loss is not None else ""
         print(f"[reproduce] [{'#' * fill}{'.' * (self.WIDTH - fill)}] {self.done}/"

@@ -65,3 +65,10 @@ def test_an_unconfigurable_arm_is_planned_as_unavailable():
     plan = build_plan([CLAIMS["grad-clip"]], get_scale("tiny"), seeds=(0,),
                       overrides=("optim.grad_clip=-1",))
     assert plan.unavailable() and "grad_clip" in plan.unavailable()[0].unavailable
+
+
+def test_docs_list_every_claim_with_its_grid_and_reason():
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "reproduce.md").read_text()
+    for c in get_claims():
+        assert f"`{c.id}`" in doc and c.grid in doc and c.reason in doc, c.id
