@@ -180,15 +180,15 @@ def beta2(c: Claim, d: ClaimData) -> ClaimResult:
 
 
 def batch_size(c: Claim, d: ClaimData) -> ClaimResult:
-    small = need(side_check("gap(batch 8) - gap(batch 16) < 0",
-                            _change(d, "muon/2bw/bs=8", "muon/2bw"), 0.0, "below"), d,
-                 "muon/2bw/bs=8", "muon/2bw")
-    large = need(side_check("gap(batch 32) - gap(batch 16) > 0",
-                            _change(d, "muon/2bw/bs=32", "muon/2bw"), 0.0, "above"), d,
-                 "muon/2bw/bs=32", "muon/2bw")
-    measured = {f"Muon: gap at batch {b}": gap_interval(d, k) for b, k in
-                ((8, "muon/2bw/bs=8"), (16, "muon/2bw"), (32, "muon/2bw/bs=32"))}
-    runs = trend_records(d, ["muon/2bw/bs=8", "muon/2bw", "muon/2bw/bs=32"])
+    small = need(side_check("gap(half batch) - gap(base batch) < 0",
+                            _change(d, "muon/2bw/bs=0.5x", "muon/2bw"), 0.0, "below"), d,
+                 "muon/2bw/bs=0.5x", "muon/2bw")
+    large = need(side_check("gap(twice the batch) - gap(base batch) > 0",
+                            _change(d, "muon/2bw/bs=2x", "muon/2bw"), 0.0, "above"), d,
+                 "muon/2bw/bs=2x", "muon/2bw")
+    measured = {f"Muon: gap at {b} batch": gap_interval(d, k) for b, k in
+                (("0.5x", "muon/2bw/bs=0.5x"), ("1x", "muon/2bw"), ("2x", "muon/2bw/bs=2x"))}
+    runs = trend_records(d, ["muon/2bw/bs=0.5x", "muon/2bw", "muon/2bw/bs=2x"])
     verdicts = (batch_check(runs, "muon"),) if runs else ()
     return result(c.id, [small, large], measured=measured,
                   theory_check=conj("THEORY.md trend 4: larger batches, larger gap",

@@ -228,11 +228,14 @@ _CLAIMS = (
     Claim(
         id="batch-size", number=12, figure="Fig. 13",
         wording="Smaller batches shrink the gap, larger ones grow it (batch x lr grid).",
-        decision="all of: gap(batch 8) - gap(batch 16) < 0 and gap(batch 32) - gap(batch 16) "
+        decision="all of: gap(half batch) - gap(base batch) < 0 and gap(twice the batch) - "
+                 "gap(base batch) "
                  "> 0 (paired), Muon at the tuned lr.",
-        arms=(_at("muon", "run.batch_size", 8, "bs=8"), delayed("muon", series="Muon"),
-              _at("muon", "run.batch_size", 32, "bs=32")),
-        grid="Muon x batch {8, 16, 32} sequences at the tuned lr; sync and 2bw",
+        arms=(_at("muon", "run.batch_size", Times(0.5), "bs=0.5x"),
+              delayed("muon", series="Muon"),
+              _at("muon", "run.batch_size", Times(2.0), "bs=2x")),
+        grid="Muon x batch {0.5x, 1x, 2x} of the base (8, 16, 32 sequences at tiny) at the "
+             "tuned lr; sync and 2bw",
         reason="Half and twice the base batch at a fixed lr; the lr axis of the paper's grid is "
                "claim 6's (Muon, 0.5x lr): a full 3x3 grid would cost 4x: the budget.",
         theory="THEORY.md trend 4: gradient noise (small batches) hides the delay term, larger "

@@ -62,8 +62,8 @@ SCENARIOS = {
         {"adamw/2bw": 0.3, "adamw/2bw/beta2=0.99": 0.4, "soap/2bw": 0.3,
          "soap/2bw/beta2=0.99": 0.4}, {}),
     "batch-size": (
-        {"muon/2bw/bs=8": 0.05, "muon/2bw": 0.1, "muon/2bw/bs=32": 0.2},
-        {"muon/2bw/bs=8": 0.2, "muon/2bw": 0.1, "muon/2bw/bs=32": 0.05}, {}),
+        {"muon/2bw/bs=0.5x": 0.05, "muon/2bw": 0.1, "muon/2bw/bs=2x": 0.2},
+        {"muon/2bw/bs=0.5x": 0.2, "muon/2bw": 0.1, "muon/2bw/bs=2x": 0.05}, {}),
     "dcasgd": ({}, {"muon/2bw+dcasgd(c=100000)": 0.0}, {}),
     "ef-coefficient": (
         {k: v for o in _ALL4 for k, v in (
