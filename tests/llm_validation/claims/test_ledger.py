@@ -10,7 +10,7 @@ from llm_validation.claims.plan import build_plan, execute
 from llm_validation.claims.registry import get_claims
 from llm_validation.claims.scales import get_scale
 from tests.llm_validation.claims.synthetic import write_runs
-from tests.llm_validation.claims.test_analysis import SCENARIOS
+from tests.llm_validation.claims.scenarios import SCENARIOS
 
 IDS = ("adamw-vs-muon", "ef-halves-gap", "horizon")
 
