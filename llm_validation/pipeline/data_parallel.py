@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor
@@ -40,25 +39,10 @@ from llm_validation.pipeline.processes import WorkerContext
 from llm_validation.pipeline.replicas import pop_grads
 from llm_validation.pipeline.runtime import StageRun
 from llm_validation.training import stats
+from llm_validation.training.loop import weights_as
 from llm_validation.training.model import lm_loss, mean_loss
 
 __all__ = ["run_dp_replica", "DataParallelRun"]
-
-
-@contextmanager
-def _at(params: Sequence[Tensor], weights: Sequence[Tensor] | None) -> Iterator[None]:
-    """Temporarily give each parameter the data of ``weights`` (None: unchanged)."""
-    if weights is None:
-        yield
-        return
-    saved = [p.data for p in params]
-    for p, w in zip(params, weights):
-        p.data = w
-    try:
-        yield
-    finally:
-        for p, s in zip(params, saved):
-            p.data = s
 
 
 class DataParallelRun(StageRun):
@@ -93,7 +77,7 @@ class DataParallelRun(StageRun):
             p.grad = None
         captured: list[list[Tensor]] = []
         ordered = self.replicas.ordered
-        with _at(params, weights):
+        with weights_as(params, weights):
             losses = self.microbatches(xs, ys, count,
                                        (lambda: captured.append(pop_grads(params)))
                                        if ordered else None)
@@ -110,7 +94,7 @@ class DataParallelRun(StageRun):
         """At W(t): the validation loss (if due); for tau > 0 on active steps the fresh
         gradient at W(t) and the large-batch gradient (tau = 0 takes its own in the step)."""
         t0 = time.perf_counter()
-        run, setup = self.cfg.run, self.setup
+        setup = self.setup
         if self.eval_due(t):
             xs, ys = setup.pairs("val")
             with torch.no_grad():

@@ -44,7 +44,7 @@ from llm_validation.training.model import Transformer, lm_loss, mean_loss
 from llm_validation.training.optim import build_optimizer, group_geometry, lr_factor, set_lr
 from llm_validation.training.probe import StepProbe, observed_step
 
-__all__ = ["train", "forward_backward", "evaluate", "gradient_at", "resolve_device"]
+__all__ = ["train", "forward_backward", "evaluate", "gradient_at", "weights_as", "resolve_device"]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -83,7 +83,7 @@ def evaluate(model: torch.nn.Module, batches: Sequence[tuple[Tensor, Tensor]], m
 
 
 @contextmanager
-def _weights(params: Sequence[Tensor], weights: Sequence[Tensor] | None) -> Iterator[None]:
+def weights_as(params: Sequence[Tensor], weights: Sequence[Tensor] | None) -> Iterator[None]:
     """Temporarily give each parameter the data of ``weights`` (None: unchanged)."""
     if weights is None:
         yield
@@ -113,7 +113,7 @@ def gradient_at(model: torch.nn.Module, params: Sequence[Tensor], weights: Seque
     saved = [p.grad for p in params]
     for p in params:
         p.grad = None
-    with _weights(params, weights):
+    with weights_as(params, weights):
         loss = forward_backward(model, x, y, microbatches, ctx=ctx)
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
     for p, g in zip(params, saved):
