@@ -109,15 +109,25 @@ def ratio_check(label: str, rows: Sequence[tuple[float, float]], boundary: float
                   decide(iv, boundary=boundary, predicted=predicted, n_seeds=len(rows)))
 
 
-def equivalence_check(label: str, samples: Mapping[int, float], width: float) -> Check:
-    """Pass when the t interval of ``samples`` lies inside (-width, width)."""
+def _margin_interval(label: str, samples: Mapping[int, float]
+                     ) -> tuple[Check | None, Interval | None, int, str]:
+    """What the margin checks share: (a Check to return at once when there are no samples or
+    too few seeds, else None; the t interval; the seed count; the interval as text)."""
     if not samples:
-        return not_measured(label, "no paired runs")
+        return not_measured(label, "no paired runs"), None, 0, ""
     iv, n = t_interval(list(samples.values())), len(samples)
     where = f"{iv.level:.0%} interval [{iv.lo:.4g}, {iv.hi:.4g}]"
     if n < MIN_SEEDS:
-        return Check(label=label, status=INCONCLUSIVE, interval=iv, n_seeds=n,
-                     reason=f"only {n} seed(s); a verdict needs >= {MIN_SEEDS}")
+        return (Check(label=label, status=INCONCLUSIVE, interval=iv, n_seeds=n,
+                      reason=f"only {n} seed(s); a verdict needs >= {MIN_SEEDS}"), iv, n, where)
+    return None, iv, n, where
+
+
+def equivalence_check(label: str, samples: Mapping[int, float], width: float) -> Check:
+    """Pass when the t interval of ``samples`` lies inside (-width, width)."""
+    early, iv, n, where = _margin_interval(label, samples)
+    if early is not None:
+        return early
     if iv.lo > -width and iv.hi < width:
         return Check(label=label, status=PASS, interval=iv, n_seeds=n,
                      reason=f"{where} lies inside +-{width:.3g} (no effect)")
@@ -201,13 +211,9 @@ def not_better_check(label: str, samples: Mapping[int, float], width: float) -> 
     """For "X does not beat the baseline" with ``samples`` = val(X) - val(baseline): fail when
     the t interval lies below 0 (X is better), pass when it lies above ``-width`` (X cannot be
     better by more than the margin)."""
-    if not samples:
-        return not_measured(label, "no paired runs")
-    iv, n = t_interval(list(samples.values())), len(samples)
-    where = f"{iv.level:.0%} interval [{iv.lo:.4g}, {iv.hi:.4g}]"
-    if n < MIN_SEEDS:
-        return Check(label=label, status=INCONCLUSIVE, interval=iv, n_seeds=n,
-                     reason=f"only {n} seed(s); a verdict needs >= {MIN_SEEDS}")
+    early, iv, n, where = _margin_interval(label, samples)
+    if early is not None:
+        return early
     if iv.hi < 0:
         return Check(label=label, status=FAIL, interval=iv, n_seeds=n,
                      reason=f"{where} lies below 0 (it beats the baseline)")

@@ -77,10 +77,14 @@ class ActionTimer:
     def start(self, kind: str) -> None:
         self._open[kind] = time.perf_counter()
 
-    def stop(self, kind: str, count: int = 1) -> None:
+    def stop(self, kind: str, count: int = 1) -> float:
+        """Book the time since :meth:`start` of ``kind``; returns it (0 if none was open)."""
         t0 = self._open.pop(kind, None)
-        if t0 is not None:
-            self.add(kind, time.perf_counter() - t0, count)
+        if t0 is None:
+            return 0.0
+        dt = time.perf_counter() - t0
+        self.add(kind, dt, count)
+        return dt
 
     def means(self) -> dict[str, float]:
         """Seconds per microbatch (forward, backward, recv_wait, send) and per step (step,

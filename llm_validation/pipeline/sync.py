@@ -153,10 +153,7 @@ class _SyncTimer:
     def _stop(self, kind: str) -> None:
         if not self.on:
             return
-        t0 = self.timer._open.get(kind)
-        self.timer.stop(kind)
-        if t0 is not None:
-            self.compute += time.perf_counter() - t0
+        self.compute += self.timer.stop(kind)
 
     def _accumulated(self, _p: torch.Tensor) -> None:
         self.count += 1
