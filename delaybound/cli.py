@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "delaybound.cmd_validate",  # validate, sweep
     "delaybound.cmd_bench",     # bench
     "delaybound.cmd_simulate",  # simulate
+    "delaybound.cmd_advise",    # advise
     "delaybound.cmd_reproduce", # reproduce
     "delaybound.demo",          # demo
 )

@@ -22,7 +22,7 @@ from typing import Any
 
 from delaybound.output import print_json
 
-__all__ = ["register", "cmd_simulate"]
+__all__ = ["register", "cmd_simulate", "cost_setup", "add_cost_arguments"]
 
 #: Longest unit-cost run whose ASCII timeline is printed (wider ones do not fit a terminal).
 MAX_ASCII_TICKS = 60
@@ -78,8 +78,10 @@ def _progress(enabled: bool):
     return show
 
 
-def _single_setup(args: argparse.Namespace) -> dict[str, Any]:
-    """Schedule, shape, cost and memory builders of one configuration."""
+def cost_setup(args: argparse.Namespace, ef: bool = False) -> dict[str, Any]:
+    """Schedule, shape, cost and memory builders of one configuration (also ``advise``'s);
+    ``ef``: count update-level EF's buffers and step work (``--model`` costs; a profiled run's
+    own EF setting otherwise)."""
     from llm_validation.config import preset
     from llm_validation.simulation.costs import model_costs, profile_costs, unit_costs
     from llm_validation.simulation.memory import memory_model
@@ -100,7 +102,7 @@ def _single_setup(args: argparse.Namespace) -> dict[str, Any]:
         link = _hardware(args, required=False)
         act = 2 if cfg is not None and cfg.run.dtype == "bfloat16" else 4
         opt = args.optimizer or (cfg.optim.name if cfg is not None else "adamw")
-        ef = bool(cfg is not None and cfg.delay.uses_ef)
+        ef = ef or bool(cfg is not None and cfg.delay.uses_ef)
 
         def shapes(plan):
             return stage_shapes(cfg.model, plan.vstages, seq_len=cfg.data.seq_len,
@@ -133,12 +135,12 @@ def _single_setup(args: argparse.Namespace) -> dict[str, Any]:
 
     def make_costs(plan):
         return model_costs(plan, shapes(plan), hw, microbatch_tokens=tokens,
-                           data_parallel=D or 1, optimizer=opt,
+                           data_parallel=D or 1, optimizer=opt, ef=ef,
                            overlap_p2p=not args.no_overlap_p2p,
                            overlap_allreduce=args.overlap_allreduce)
 
     def memory_for(plan):
-        return memory_model(shapes(plan), tokens, optimizer=opt,
+        return memory_model(shapes(plan), tokens, optimizer=opt, ef=ef,
                             separate_master=not args.shared_master)
     return {"source": f"model:{args.model}", "make_costs": make_costs, "memory_for": memory_for,
             "optimizer": opt}
@@ -158,7 +160,7 @@ def _run_single(args: argparse.Namespace) -> int:
     from llm_validation.simulation.schedules import SYNC_SCHEDULES
     from llm_validation.simulation.summary import steady_step_time, summarize
     from llm_validation.simulation.timeline import ascii_timeline, plot_timeline
-    setup = _single_setup(args)
+    setup = cost_setup(args)
     prof = setup.get("profile")
     schedule = _one(args.schedule, "schedule", prof.schedule if prof else None)
     P = _one(args.stages, "stages", prof.stages if prof else None)
@@ -301,6 +303,33 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return _run_single(args)
 
 
+def add_cost_arguments(p: argparse.ArgumentParser, gpu_tflops: float | None = None,
+                       link_gbps: float | None = None) -> None:
+    """The hardware and model-shape flags of ``--model`` / ``--from`` costs (``simulate`` and
+    ``advise``); ``gpu_tflops`` / ``link_gbps``: defaults (None: required with --model)."""
+    a = p.add_argument
+    dflt = (lambda v: f" (default {v:g})" if v is not None else "")
+    a("--gpu-tflops", type=float, default=gpu_tflops,
+      help="sustained TFLOP/s of one GPU (peak x utilisation)" + dflt(gpu_tflops))
+    a("--link-gbps", type=float, default=link_gbps,
+      help="point-to-point link bandwidth, Gb/s" + dflt(link_gbps))
+    a("--link-latency-us", type=float, default=5.0, help="point-to-point latency, us (5)")
+    a("--dp-gbps", type=float, help="all-reduce bandwidth per GPU, Gb/s (default --link-gbps)")
+    a("--hbm-gbps", type=float, default=2000.0,
+      help="GPU memory bandwidth for the optimizer step, GB/s (2000)")
+    a("--seq-len", type=int, help="tokens per sequence (default the preset's max_seq_len)")
+    a("--microbatch-size", type=int, default=1, help="sequences per microbatch (1)")
+    a("--dtype", choices=["bfloat16", "float32"], default="bfloat16",
+      help="activation dtype of --model costs (bfloat16)")
+    a("--balance", choices=["layers", "uniform"], default="layers",
+      help="stage cut of --model: the runtime's (layers) or 1/P of the model per stage")
+    a("--no-overlap-p2p", action="store_true", help="blocking point-to-point sends")
+    a("--overlap-allreduce", action="store_true",
+      help="all-reduce and update beside the compute stream")
+    a("--shared-master", action="store_true",
+      help="count 2BW's master as one of its two versions (the paper's 2 copies, not 3)")
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "simulate", help="event-driven simulation of pipeline schedules (2BW vs GPipe, 1F1B, "
@@ -325,25 +354,9 @@ def register(subparsers: Any) -> None:
     src.add_argument("--from", dest="from_dir", metavar="RUN_DIR",
                      help="costs measured by a --profile pipeline run (RUN_DIR/profile.json)")
     src.add_argument("--model", metavar="PRESET", help="FLOP-based costs of a model preset")
-    a("--gpu-tflops", type=float, help="sustained TFLOP/s of one GPU (peak x utilisation)")
-    a("--link-gbps", type=float, help="point-to-point link bandwidth, Gb/s")
-    a("--link-latency-us", type=float, default=5.0, help="point-to-point latency, us (5)")
-    a("--dp-gbps", type=float, help="all-reduce bandwidth per GPU, Gb/s (default --link-gbps)")
-    a("--hbm-gbps", type=float, default=2000.0,
-      help="GPU memory bandwidth for the optimizer step, GB/s (2000)")
-    a("--seq-len", type=int, help="tokens per sequence (default the preset's max_seq_len)")
-    a("--microbatch-size", type=int, default=1, help="sequences per microbatch (1)")
-    a("--dtype", choices=["bfloat16", "float32"], default="bfloat16",
-      help="activation dtype of --model costs (bfloat16)")
+    add_cost_arguments(p)
     a("--optimizer", help="optimizer for state memory and the --quality gap (default adamw, "
                           "or the run's with --from)")
-    a("--balance", choices=["layers", "uniform"], default="layers",
-      help="stage cut of --model: the runtime's (layers) or 1/P of the model per stage")
-    a("--no-overlap-p2p", action="store_true", help="blocking point-to-point sends")
-    a("--overlap-allreduce", action="store_true",
-      help="all-reduce and update beside the compute stream")
-    a("--shared-master", action="store_true",
-      help="count 2BW's master as one of its two versions (the paper's 2 copies, not 3)")
     a("--quality", metavar="FILE", help="validate --json output or claims.json: print the "
                                         "measured loss gap next to the throughput gain")
     a("--out", metavar="DIR", help="write simulation.json + timeline.png (or projection.*)")

@@ -1,0 +1,163 @@
+"""``delaybound advise``: should this run use 2BW?
+
+``advise --optimizer NAME --stages P --microbatches M [--data-parallel D] (--from RUN_DIR |
+--model PRESET [hardware flags as simulate]) --tokens N [--pilot DIR] [--ledger DIR]
+[--out DIR] [--json]``: the simulator's throughput and memory of 2BW, 2BW + EF and the
+synchronous schedules at the user's shape, the predicted delay cost (lag and gap fraction, with
+intervals) at the user's horizon from the pilot, the time to reach the synchronous final loss per
+schedule as a ratio to 1F1B, and a recommendation; with ``--out`` also ``DIR/advice.json`` and
+``DIR/advice.png`` (predicted loss against wall-clock time). Exit 0; 2 on bad input (one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from delaybound.output import print_json
+
+__all__ = ["register", "cmd_advise", "DEFAULT_GPU_TFLOPS", "DEFAULT_LINK_GBPS", "format_advice"]
+
+#: ``--model`` hardware when no flag is given: the projection of docs/simulation.md (an H100 at
+#: about 40% of its bf16 peak, 400 Gb/s links).
+DEFAULT_GPU_TFLOPS = 400.0
+DEFAULT_LINK_GBPS = 400.0
+
+
+def _tokens(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid token count {text!r} (e.g. 1e9)") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"--tokens must be a positive number, got {text!r}")
+    return v
+
+
+def _say(enabled: bool):
+    t0 = time.perf_counter()
+
+    def show(msg: str) -> None:
+        if enabled:
+            print(f"[advise] {msg} | elapsed {time.perf_counter() - t0:.0f}s", file=sys.stderr,
+                  flush=True)
+    return show
+
+
+def _fmt_iv(d: dict[str, float], pct: bool = False) -> str:
+    f = (lambda x: f"{x:.1%}") if pct else (lambda x: f"{x:.3g}")
+    return f"{f(d['estimate'])} [{f(d['lo'])}, {f(d['hi'])}]"
+
+
+def format_advice(r: dict[str, Any]) -> list[str]:
+    """The human-readable advice (also the demo report's closing section)."""
+    out = [f"advise: {r['optimizer']}, P={r['stages']} M={r['microbatches']} "
+           f"D={r['data_parallel']}, {r['tokens']:.3g} tokens = {r['target_steps']:.0f} steps of "
+           f"{r['tokens_per_step']} tokens",
+           f"{'schedule':>17} {'step ms':>9} {'tokens/s':>10} {'x 1F1B':>7} {'peak GiB':>9}"]
+    for name, t in r["throughput"].items():
+        if "skipped" in t:
+            out.append(f"{name:>17}  skipped: {t['skipped']}")
+            continue
+        mem = t["peak_memory_gib"]
+        out.append(f"{name:>17} {t['steady_step_time_s'] * 1e3:>9.4g} {t['tokens_per_s']:>10.4g} "
+                   f"{t['speedup_vs_1f1b']:>7.3f} {mem if mem is None else f'{mem:.3g}':>9}")
+    out.append("delay cost at this horizon (95% intervals):")
+    for name, d in r["delay_cost"].items():
+        out.append(f"  {name}: lag {_fmt_iv(d['lag_fraction'], pct=True)} of the run "
+                   f"({d['lag_steps']['estimate']:.0f} steps); gap {_fmt_iv(d['gap_fraction'], True)}"
+                   f" of the loss decrease ({d['used']} predictor, {d['pairs']} pilot pairs)")
+        for k, p in d["predictions"].items():
+            out.append(f"    {k}: gap fraction {p['estimate']:.3g} [{p['lo']:.3g}, {p['hi']:.3g}]"
+                       f" (n={p['n']}, trend {p['trend']})")
+    out.append("time to the synchronous final loss, ratio to 1F1B:")
+    for name, t in sorted(r["time_to_target"].items(), key=lambda kv: kv[1]["ratio"]):
+        iv = f" [{t['ratio_lo']:.3g}, {t['ratio_hi']:.3g}]" if "ratio_lo" in t else ""
+        out.append(f"  {name:>17} {t['ratio']:.3g}{iv}  ({t['time_s'] / 3600:.3g} h)")
+    out.append(f"recommendation: {r['recommendation']['schedule']}. {r['recommendation']['why']}")
+    out += [f"note: {n}" for n in r["notes"]]
+    return out
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    from delaybound.cmd_simulate import cost_setup
+    from llm_validation.advice.advise import AdviseSpec, advise
+    from llm_validation.advice.pilot import load_pilot
+    from llm_validation.advice.throughput import schedule_table
+    from llm_validation.rundir import write_json
+    spec = AdviseSpec(optimizer=args.optimizer, stages=args.stages,
+                      microbatches=args.microbatches, data_parallel=args.data_parallel,
+                      tokens=args.tokens)
+    if (args.model is None) == (args.from_dir is None):
+        raise ValueError("give exactly one cost source: --model PRESET or --from RUN_DIR")
+    if args.pilot is None and args.ledger is None:
+        raise ValueError("give --pilot DIR (run directories) and/or --ledger DIR (claims.json)")
+    say = _say(not args.quiet)
+    say("reading the pilot")
+    runs = load_pilot(pilot=args.pilot, ledger=args.ledger)
+    if not runs:
+        raise ValueError("the pilot holds no finished run")
+    ns = argparse.Namespace(**vars(args))
+    ns.unit_costs, ns.data_parallel = False, (args.data_parallel,)
+    if args.model is not None:
+        ns.gpu_tflops = args.gpu_tflops if args.gpu_tflops is not None else DEFAULT_GPU_TFLOPS
+        ns.link_gbps = args.link_gbps if args.link_gbps is not None else DEFAULT_LINK_GBPS
+    setup, setup_ef = cost_setup(ns), cost_setup(ns, ef=True)
+    table = schedule_table(spec.stages, spec.microbatches, setup=setup, setup_ef=setup_ef,
+                           batches=args.batches, chunks=args.chunks,
+                           progress=lambda i, n, name: say(f"simulated {name} ({i}/{n})"))
+    result = advise(spec, runs, table, progress=say)
+    result["cost_source"] = setup["source"]
+    if args.out:
+        from llm_validation.advice.figure import plot_advice
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        src = args.model or args.from_dir
+        png = plot_advice(result, out / "advice.png", title=(
+            f"projection: {spec.optimizer}, {src}, P={spec.stages} M={spec.microbatches} "
+            f"D={spec.data_parallel}, {spec.tokens:.3g} tokens; loss shape from the pilot's "
+            f"{result['pilot']['reference_horizon']}-step synchronous runs"))
+        result["files"] = {"json": str(out / "advice.json"), "figure": str(png)}
+        write_json(out / "advice.json", result)
+    if args.json:
+        print_json(result)
+        return 0
+    print("\n".join(format_advice(result)))
+    if "files" in result:
+        print(f"wrote {result['files']['json']} and {result['files']['figure']}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    from delaybound.cmd_simulate import add_cost_arguments
+    p = subparsers.add_parser(
+        "advise", help="should this run use 2BW? time to target of 2BW (+EF) vs the synchronous "
+                       "schedules from the simulator and a pilot's delay cost",
+        description="Join the schedule simulator's throughput with the delay cost predicted "
+                    "from a pilot (sync + 2BW pairs, or a ledger's claims.json) at your horizon: "
+                    "time to the synchronous final loss per schedule as a ratio to 1F1B, and a "
+                    "recommendation. See docs/advise.md.")
+    a = p.add_argument
+    a("--optimizer", required=True, help="optimizer of the run (adamw, muon, ...)")
+    a("--stages", type=int, required=True, help="pipeline stages P (>= 2)")
+    a("--microbatches", type=int, required=True, help="microbatches per optimizer step M")
+    a("--data-parallel", type=int, default=1, help="replicas D (1)")
+    a("--tokens", type=_tokens, required=True, help="training horizon in tokens, e.g. 1e9")
+    a("--pilot", metavar="DIR", help="folder of run directories: sync + 2BW (+EF) pairs")
+    a("--ledger", metavar="DIR", help="ledger folder whose claims.json has the per-run table")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--from", dest="from_dir", metavar="RUN_DIR",
+                     help="costs measured by a --profile pipeline run (RUN_DIR/profile.json)")
+    src.add_argument("--model", metavar="PRESET", help="FLOP-based costs of a model preset "
+                     f"(default hardware {DEFAULT_GPU_TFLOPS:g} TFLOP/s, "
+                     f"{DEFAULT_LINK_GBPS:g} Gb/s links)")
+    add_cost_arguments(p)
+    a("--batches", type=int, default=4, help="batches simulated per schedule (4)")
+    a("--chunks", type=int, default=2, help="model chunks per device of interleaved-1f1b (2)")
+    a("--out", metavar="DIR", help="write advice.json + advice.png")
+    a("--json", action="store_true", help="print the advice as JSON")
+    a("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_advise)

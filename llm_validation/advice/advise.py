@@ -1,0 +1,174 @@
+"""``advise``: should this run use 2BW? Throughput x predicted delay cost -> time to target.
+
+Algorithm
+    1. Throughput: every schedule's steady step time and memory at the user's ``P, M, D``
+       (:func:`~llm_validation.advice.throughput.schedule_table`); the horizon in steps is
+       ``S = N / tokens per step``.
+    2. Delay cost per delayed mode (2BW, 2BW + EF): the gap fraction ``g`` at ``S`` steps from
+       the empirical predictor (:mod:`~llm_validation.advice.horizon`) when the pilot has delayed
+       pairs of this optimizer, else from the theory predictor
+       (:mod:`~llm_validation.advice.delay_term`, calibrated on the pilot's pairs of the family);
+       both are reported when both apply. ``g`` becomes a lag fraction on the pilot's synchronous
+       curve (:func:`~llm_validation.advice.time_to_target.lag_fraction_from_gap`).
+    3. Time to the synchronous final loss per schedule, as a ratio to 1F1B with an interval
+       (:func:`~llm_validation.advice.time_to_target.ratios_to_reference`); the recommendation
+       is the schedule with the smallest estimate, and why, in two sentences.
+
+Assumptions
+    Those of the three modules; the pilot's loss curve stands for the shape of the user's run.
+
+Guarantee
+    Every number is the simulator's or a predictor's; nothing is fitted on the user's run.
+
+Reference
+    docs/advise.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from llm_validation.advice.delay_term import FAMILIES, calibrate, predict_theory
+from llm_validation.advice.horizon import GapPrediction, predict_empirical
+from llm_validation.advice.pilot import DelayPair, PilotRun, SyncReference, pairs, sync_curve
+from llm_validation.advice.throughput import DELAYED_ADVISED, SYNC_ADVISED
+from llm_validation.advice.time_to_target import (REFERENCE, lag_fraction_from_gap,
+                                                  ratios_to_reference)
+
+__all__ = ["MODES", "AdviseSpec", "predict_delay_cost", "advise", "recommendation"]
+
+#: Delayed schedule -> the pilot's run mode that measures it.
+MODES = {"2bw": "delay", "2bw+ef": "ef"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdviseSpec:
+    """The user's question."""
+
+    optimizer: str
+    """Optimizer of the run (one of the calibration families' members)."""
+    stages: int
+    """Pipeline stages P (>= 2)."""
+    microbatches: int
+    """Microbatches per optimizer step M."""
+    data_parallel: int = 1
+    """Replicas D."""
+    tokens: float
+    """Training horizon in tokens N."""
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in FAMILIES:
+            raise ValueError(f"--optimizer: unknown optimizer {self.optimizer!r}; choose from "
+                             f"{', '.join(FAMILIES)}")
+        for name, low in (("stages", 2), ("microbatches", 1), ("data_parallel", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ValueError(f"--{name.replace('_', '-')} must be an integer >= {low}, "
+                                 f"got {v!r}")
+        if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens)
+                and self.tokens > 0):
+            raise ValueError(f"--tokens must be a positive number, got {self.tokens!r}")
+
+
+def _interval_fractions(pred: GapPrediction, ref: SyncReference) -> dict[str, float]:
+    return {k: lag_fraction_from_gap(ref.steps, ref.vals, getattr(pred, k))
+            for k in ("estimate", "lo", "hi")}
+
+
+def predict_delay_cost(all_pairs: Sequence[DelayPair], ref: SyncReference, optimizer: str,
+                       mode: str, target_steps: float) -> dict[str, Any] | None:
+    """Predictions of ``mode``'s gap fraction at ``target_steps`` (``empirical``, ``theory``
+    where each applies), the one used (``used``) and its lag fraction interval on ``ref``;
+    None when neither predictor applies."""
+    own = [p for p in all_pairs if p.optimizer == optimizer and p.mode == mode]
+    preds: dict[str, GapPrediction] = {}
+    if own:
+        preds["empirical"] = predict_empirical(own, target_steps)
+    cal = calibrate(all_pairs, optimizer, mode)
+    if cal.n:
+        try:
+            preds["theory"] = predict_theory(ref.runs, cal)
+        except ValueError:
+            pass                     # the reference runs did not log the statistics
+    if not preds:
+        return None
+    used = "empirical" if "empirical" in preds else "theory"
+    p = preds[used]
+    f = _interval_fractions(p, ref)
+    return {"mode": mode, "used": used, "predictions": {k: v.to_dict() for k, v in preds.items()},
+            "gap_fraction": {"estimate": p.estimate, "lo": p.lo, "hi": p.hi},
+            "gap_at_pilot_scale": {k: getattr(p, k) * ref.loss_drop for k in
+                                   ("estimate", "lo", "hi")},
+            "lag_fraction": f,
+            "lag_steps": {k: v * target_steps for k, v in f.items()},
+            "pairs": len(own)}
+
+
+def recommendation(ttt: dict[str, Any], table: dict[str, Any],
+                   delay: dict[str, Any]) -> dict[str, str]:
+    """The schedule with the smallest predicted time to target, and why (two sentences)."""
+    best = min(ttt, key=lambda k: ttt[k]["ratio"])
+    sync_best = min((k for k in ttt if k not in DELAYED_ADVISED), key=lambda k: ttt[k]["ratio"])
+    two = table["2bw"]["speedup_vs_1f1b"]
+    d = delay.get(best if best in DELAYED_ADVISED else "2bw")
+    f = d["lag_fraction"]["estimate"] if d else math.nan
+    need = 1 / (1 - f) if f < 1 else math.inf
+    why_cost = (f"2BW's step is x{two:.3g} the speed of 1F1B's, and the {d['used']} predictor "
+                f"puts its lag at {f:.1%} of the run (x{need:.3g} the steps)" if d else
+                "no delay cost could be predicted")
+    if best in DELAYED_ADVISED:
+        r = ttt[best]
+        first = (f"Use {best}: it reaches the synchronous final loss in {r['ratio']:.3g}x the "
+                 f"time of 1F1B [{r['ratio_lo']:.3g}, {r['ratio_hi']:.3g}].")
+        doubt = ("" if r["ratio_hi"] < ttt[sync_best]["ratio"] else
+                 f"; the interval reaches {sync_best}'s {ttt[sync_best]['ratio']:.3g}x, so the "
+                 f"gain is not certain")
+        return {"schedule": best, "why": f"{first} {why_cost}{doubt}."}
+    first = (f"Use {best}: it reaches the target in {ttt[best]['ratio']:.3g}x the time of 1F1B, "
+             f"ahead of 2BW's predicted {ttt['2bw']['ratio']:.3g}x.")
+    return {"schedule": best, "why": f"{first} {why_cost}, more than the faster step repays."}
+
+
+def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str, Any]],
+           progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The advice (module docstring) from the pilot's ``runs`` and the simulator's ``table``
+    (:func:`~llm_validation.advice.throughput.schedule_table`). ``ValueError`` for a pilot
+    without the runs it needs or a horizon shorter than the pilot's."""
+    ref = sync_curve(runs, spec.optimizer)
+    all_pairs = pairs(runs)
+    per_step = table[REFERENCE]["tokens_per_step"]
+    S = spec.tokens / per_step
+    pilot_T = max([ref.horizon] + [p.horizon for p in all_pairs if p.optimizer == spec.optimizer])
+    if S < pilot_T:
+        raise ValueError(f"--tokens {spec.tokens:g} is {S:.0f} steps of {per_step} tokens, "
+                         f"shorter than the pilot's {pilot_T}-step horizon")
+    delay: dict[str, Any] = {}
+    for name, mode in MODES.items():
+        if progress is not None:
+            progress(f"predicting the delay cost of {name}")
+        d = predict_delay_cost(all_pairs, ref, spec.optimizer, mode, S)
+        if d is not None:
+            delay[name] = d
+    if "2bw" not in delay:
+        raise ValueError(f"the pilot has no 2BW/sync pair of {spec.optimizer!r} and no "
+                         f"calibration pair of its family ({FAMILIES[spec.optimizer]}): add "
+                         f"delayed runs or --ledger")
+    step_times = {k: v["steady_step_time_s"] for k, v in table.items() if "skipped" not in v}
+    step_times = {k: v for k, v in step_times.items() if k in SYNC_ADVISED or k in delay}
+    ttt = ratios_to_reference(step_times, S, {k: v["lag_fraction"] for k, v in delay.items()})
+    notes = []
+    if "2bw+ef" not in delay:
+        notes.append("no 2BW + EF prediction: the pilot has no EF pair of this optimizer and no "
+                     "EF calibration pair of its family")
+    return {"optimizer": spec.optimizer, "stages": spec.stages, "microbatches": spec.microbatches,
+            "data_parallel": spec.data_parallel, "tokens": spec.tokens,
+            "tokens_per_step": per_step, "target_steps": S,
+            "pilot": {"runs": len(runs), "pairs": len(all_pairs), "reference_horizon": ref.horizon,
+                      "reference_runs": [r.name for r in ref.runs],
+                      "reference_loss_drop": ref.loss_drop,
+                      "reference_curve": [[float(a), float(b)] for a, b in
+                                          zip(ref.steps, ref.vals)]},
+            "throughput": table, "delay_cost": delay, "time_to_target": ttt,
+            "recommendation": recommendation(ttt, table, delay), "notes": notes}

@@ -1,0 +1,276 @@
+"""The pilot: finished runs in one shape, and the (delayed, synchronous) pairs they form.
+
+``delaybound advise`` reads its evidence from either
+
+- a folder of run directories (``--pilot DIR``: sync + 2BW (+ EF) same-seed pairs, possibly at
+  several horizons), read with :mod:`llm_validation.validation.runs`; or
+- a ledger folder (``--ledger DIR``) whose ``claims.json`` holds the per-run table ``"runs"``
+  (run name -> record with ``optimizer``, ``mode``, ``tau``, ``lam``, ``lr``, ``batch_size``,
+  ``seq_len``, ``steps``, ``seed``, ``status``, ``final_val_loss``, ``val_curve``, ``partner``,
+  ``stats``; docs/reproduce.md).
+
+Both become :class:`PilotRun` records; :func:`pairs` joins every delayed run with its
+synchronous partner into a :class:`DelayPair` whose delay cost is
+:func:`llm_validation.validation.lag.lag` (the one definition of the lag).
+
+Only plain one-step-delay pairs are kept: a run with a synchronous phase (``sync_start``,
+``sync_cooldown``), a delay correction (DC-ASGD, Nesterov), gradient-level EF or per-stage taus
+measures something else. Run directories always carry those settings; a ledger record is
+filtered on them when it has the keys (``sync_start``, ``sync_cooldown``, ``correction``) and
+otherwise on its mode only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from llm_validation.rundir import read_json
+from llm_validation.validation.lag import Lag, lag
+
+__all__ = ["STATS_FROM_FRACTION", "PilotRun", "DelayPair", "stat_means", "runs_from_dirs",
+           "runs_from_claims", "load_pilot", "pairs", "SyncReference", "sync_curve"]
+
+#: Statistics are averaged over the steps >= this fraction of the run (the first steps, from the
+#: initialisation, are not representative; the ledger's per-run table uses the same cut).
+STATS_FROM_FRACTION = 0.1
+
+
+@dataclass(frozen=True, kw_only=True)
+class PilotRun:
+    """One finished run, whatever its source."""
+
+    name: str
+    """Run name (the directory's, or the key of the ledger's ``runs`` table)."""
+    optimizer: str
+    """Optimizer name (``adamw``, ``muon``...)."""
+    mode: str
+    """``sync``, ``delay``, ``ef`` or ``other``."""
+    tau: int
+    """Gradient delay in optimizer steps."""
+    lam: float
+    """Update-level EF coefficient (0 off)."""
+    lr: float
+    """Peak learning rate."""
+    momentum: float | None
+    """The optimizer's momentum knob (Adam family: beta1); None when the source omits it."""
+    batch_size: int
+    """Sequences per step."""
+    seq_len: int
+    """Tokens per sequence."""
+    steps: int
+    """Optimizer steps of the run (its horizon)."""
+    seed: int
+    """Seed (pairs share it)."""
+    final_val: float
+    """Validation loss at the final weights."""
+    val_curve: tuple[tuple[float, float], ...]
+    """Every evaluation ``(step, val_loss)``, the final one included."""
+    stats: Mapping[str, float] = field(default_factory=dict)
+    """Statistic key -> mean over steps >= :data:`STATS_FROM_FRACTION` of the run."""
+    partner: str | None = None
+    """The synchronous same-seed partner's name (delayed runs)."""
+    plain: bool = True
+    """False for runs with a synchronous phase or a correction (never paired)."""
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.seq_len
+
+
+@dataclass(frozen=True, kw_only=True)
+class DelayPair:
+    """A delayed run, its synchronous partner and the lag between them."""
+
+    delayed: PilotRun
+    """The 2BW (mode ``delay``) or 2BW + EF (mode ``ef``) run."""
+    sync: PilotRun
+    """Its synchronous same-seed partner."""
+    lag: Lag
+    """:func:`~llm_validation.validation.lag.lag` of the delayed final loss on the partner's curve."""
+
+    @property
+    def mode(self) -> str:
+        return self.delayed.mode
+
+    @property
+    def optimizer(self) -> str:
+        return self.delayed.optimizer
+
+    @property
+    def horizon(self) -> int:
+        """Steps of the run (both runs have the same)."""
+        return self.delayed.steps
+
+    @property
+    def gap(self) -> float:
+        return self.lag.gap
+
+    @property
+    def gap_fraction(self) -> float:
+        return self.lag.gap_fraction
+
+    @property
+    def loss_drop(self) -> float:
+        """``v_0 - v_T`` of the synchronous partner (what ``gap_fraction`` is a share of)."""
+        return self.sync.val_curve[0][1] - self.sync.val_curve[-1][1]
+
+
+def _num(x: Any) -> float:
+    """A number of the ledger's JSON (non-finite ones are written as strings)."""
+    if isinstance(x, str):
+        return float(x)
+    return float("nan") if x is None else float(x)
+
+
+def stat_means(rows: Sequence[Mapping[str, Any]], steps: int) -> dict[str, float]:
+    """Statistic key -> mean of its finite values on ``"train"`` rows at steps >=
+    :data:`STATS_FROM_FRACTION` ``* steps`` (the bookkeeping keys excluded)."""
+    skip = {"step", "kind", "loss", "val_loss", "lr", "tokens", "diverged"}
+    start = STATS_FROM_FRACTION * steps
+    acc: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("kind") != "train" or r.get("step", 0) < start:
+            continue
+        for k, v in r.items():
+            if k in skip or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if math.isfinite(v):
+                acc.setdefault(k, []).append(float(v))
+    return {k: float(np.mean(v)) for k, v in sorted(acc.items())}
+
+
+def runs_from_dirs(paths: Sequence[str | Path]) -> list[PilotRun]:
+    """The completed runs under ``paths`` (run directories or folders of them)."""
+    from llm_validation.validation.runs import load_runs, sync_partner
+    records = [r for r in load_runs(paths) if r.final_val is not None]
+    out = []
+    for r in records:
+        steps, vals = r.series("val_loss")
+        curve = [(float(s), float(v)) for s, v in zip(steps, vals)]
+        if not curve or curve[-1][0] < r.steps:
+            curve.append((float(r.steps), float(r.final_val)))
+        partner = sync_partner(r, records) if r.mode in ("delay", "ef") else None
+        d = r.config.get("delay", {})
+        plain = (not d.get("sync_start") and not d.get("sync_cooldown")
+                 and d.get("correction", "none") == "none" and r.pipeline == "none")
+        out.append(PilotRun(
+            name=r.name, optimizer=r.optimizer, mode=r.mode, tau=r.tau, lam=r.lam, lr=r.lr,
+            momentum=r.momentum, batch_size=r.batch_size,
+            seq_len=int(r.config.get("data", {}).get("seq_len", 0)), steps=r.steps,
+            seed=r.seed, final_val=float(r.final_val), val_curve=tuple(curve),
+            stats=stat_means(r.rows, r.steps), partner=partner.name if partner else None,
+            plain=plain))
+    return out
+
+
+def runs_from_claims(path: str | Path) -> list[PilotRun]:
+    """The completed runs of a ledger's ``claims.json`` per-run table (``ValueError`` when the
+    file has no ``runs`` table)."""
+    path = Path(path)
+    data = read_json(path)
+    table = data.get("runs") if isinstance(data, Mapping) else None
+    if not isinstance(table, Mapping) or not table:
+        raise ValueError(f"{path}: no per-run table (top-level \"runs\"); re-assemble the ledger "
+                         f"with delaybound reproduce")
+    out = []
+    for name, rec in sorted(table.items()):
+        try:
+            if rec.get("status") != "completed":
+                continue
+            final = _num(rec["final_val_loss"])
+            curve = tuple((float(s), _num(v)) for s, v in rec["val_curve"])
+            if not math.isfinite(final) or not all(math.isfinite(v) for _, v in curve):
+                continue
+            mom = rec.get("momentum")
+            plain = (not rec.get("sync_start") and not rec.get("sync_cooldown")
+                     and rec.get("correction", "none") in ("none", None))
+            out.append(PilotRun(
+                name=str(name), optimizer=str(rec["optimizer"]), mode=str(rec["mode"]),
+                tau=int(rec["tau"]), lam=float(rec["lam"]), lr=float(rec["lr"]),
+                momentum=None if mom is None else float(mom),
+                batch_size=int(rec["batch_size"]), seq_len=int(rec["seq_len"]),
+                steps=int(rec["steps"]), seed=int(rec["seed"]), final_val=final,
+                val_curve=curve, stats={k: _num(v) for k, v in (rec.get("stats") or {}).items()},
+                partner=rec.get("partner"), plain=plain))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: run {name!r}: bad record ({exc})") from None
+    return out
+
+
+def load_pilot(*, pilot: str | Path | None = None,
+               ledger: str | Path | None = None) -> list[PilotRun]:
+    """Runs of ``--pilot DIR`` and/or ``--ledger DIR`` (a folder holding ``claims.json``, or the
+    file itself)."""
+    runs: list[PilotRun] = []
+    if ledger is not None:
+        p = Path(ledger)
+        p = p / "claims.json" if p.is_dir() else p
+        if not p.is_file():
+            raise FileNotFoundError(f"--ledger: no claims.json at {p}")
+        runs += runs_from_claims(p)
+    if pilot is not None:
+        if not Path(pilot).is_dir():
+            raise FileNotFoundError(f"--pilot: no such folder {pilot}")
+        runs += runs_from_dirs([pilot])
+    return runs
+
+
+def pairs(runs: Sequence[PilotRun]) -> list[DelayPair]:
+    """Every plain one-step delayed run (mode ``delay``, or ``ef`` with lam = 1) joined with its
+    synchronous partner; runs whose partner is missing are left out."""
+    by_name = {r.name: r for r in runs}
+    out = []
+    for r in runs:
+        if r.mode not in ("delay", "ef") or r.tau != 1 or not r.plain or r.partner is None:
+            continue
+        if r.mode == "ef" and r.lam != 1.0:
+            continue
+        s = by_name.get(r.partner)
+        if s is None or len(s.val_curve) < 2:
+            continue
+        steps, vals = zip(*s.val_curve)
+        out.append(DelayPair(delayed=r, sync=s, lag=lag(steps, vals, r.final_val)))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyncReference:
+    """The synchronous curve the predictions are read on."""
+
+    steps: np.ndarray
+    """Evaluation steps shared by the reference runs."""
+    vals: np.ndarray
+    """Their mean validation loss at those steps."""
+    horizon: int
+    """Steps of the reference runs."""
+    runs: tuple[PilotRun, ...]
+    """The reference runs (one per seed)."""
+
+    @property
+    def loss_drop(self) -> float:
+        return float(self.vals[0] - self.vals[-1])
+
+
+def sync_curve(runs: Sequence[PilotRun], optimizer: str) -> SyncReference:
+    """The reference synchronous curve of ``optimizer``: among its plain sync runs of the longest
+    horizon, those at the most common learning rate and batch, averaged over seeds on their
+    common evaluation steps; ``ValueError`` when there is no such run."""
+    sync = [r for r in runs if r.optimizer == optimizer and r.mode == "sync" and r.plain]
+    if not sync:
+        raise ValueError(f"the pilot has no finished synchronous run of {optimizer!r}")
+    T = max(r.steps for r in sync)
+    sync = [r for r in sync if r.steps == T]
+    keys = [(r.lr, r.batch_size) for r in sync]
+    common = max(sorted(set(keys)), key=keys.count)
+    sync = [r for r, k in zip(sync, keys) if k == common]
+    steps = sorted(set.intersection(*(set(s for s, _ in r.val_curve) for r in sync)))
+    if len(steps) < 2:
+        raise ValueError(f"the synchronous runs of {optimizer!r} share fewer than 2 evaluations")
+    vals = np.mean([[dict(r.val_curve)[s] for s in steps] for r in sync], axis=0)
+    return SyncReference(steps=np.asarray(steps, dtype=np.float64),
+                         vals=np.asarray(vals, dtype=np.float64), horizon=T, runs=tuple(sync))
