@@ -36,6 +36,7 @@ Reference
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
@@ -67,6 +68,7 @@ def _default_momentum(optimizer: str) -> float:
     return base.beta1 if optimizer == "adamw" else base.momentum
 
 
+@lru_cache(maxsize=None)
 def momentum_factor(tau: int, momentum: float) -> float:
     """``K(tau, alpha) = gap_leading(L = mu = eta = 1)`` of the PL gap law, alpha = 1 - momentum."""
     import theory

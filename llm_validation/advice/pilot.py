@@ -134,7 +134,7 @@ def stat_means(rows: Sequence[Mapping[str, Any]], steps: int) -> dict[str, float
     start = STATS_FROM_FRACTION * steps
     acc: dict[str, list[float]] = {}
     for r in rows:
-        if r.get("kind") != "train" or r.get("step", 0) < start:
+        if r.get("kind", "train") != "train" or r.get("step", 0) < start:
             continue
         for k, v in r.items():
             if k in skip or isinstance(v, bool) or not isinstance(v, (int, float)):

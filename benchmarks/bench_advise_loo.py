@@ -1,0 +1,69 @@
+"""Leave-one-out evaluation of advise's delay-cost predictors (empirical and theory).
+
+Holds out, in turn, each horizon, each (optimizer, lr) and each optimizer of a ledger's
+(delayed, synchronous) pairs, fits the predictors on the rest and predicts every held-out pair's
+final gap (:mod:`llm_validation.advice.loo`). Prints per hold-out kind and predictor the pairs,
+how many got a prediction, the factor-2 hit rate (over predicted pairs and over all pairs) and
+the worst misses; ``overall`` pools the three kinds.
+
+Usage: ``python benchmarks/bench_advise_loo.py --json [--runs DIR | --ledger DIR] [--rows]``
+(default ``--ledger docs/claims_tiny``; ``--runs`` reads run directories, e.g. the ledger's
+``runs/`` folder; ``--rows`` adds every held-out pair).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from llm_validation.advice.loo import HOLDOUTS, evaluate
+from llm_validation.advice.pilot import load_pilot, pairs
+
+__all__ = ["main", "DEFAULT_LEDGER"]
+
+DEFAULT_LEDGER = Path(__file__).resolve().parents[1] / "docs" / "claims_tiny"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", help="folder of run directories")
+    ap.add_argument("--ledger", help="ledger folder (claims.json with the per-run table)")
+    ap.add_argument("--rows", action="store_true", help="print every held-out pair too")
+    ap.add_argument("--json", action="store_true", help="print JSON (the only output format)")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    try:
+        runs = load_pilot(pilot=args.runs, ledger=None if args.runs else
+                          (args.ledger or DEFAULT_LEDGER))
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"bench_advise_loo: error: {exc}", file=sys.stderr)
+        return 2
+    ps = pairs(runs)
+
+    def show(i: int, n: int, label: str) -> None:
+        print(f"[loo] {i}/{n} {label} | elapsed {time.perf_counter() - t0:.0f}s",
+              file=sys.stderr, flush=True)
+    res = evaluate(ps, HOLDOUTS, progress=show)
+    overall = {}
+    for pred in ("empirical", "theory"):
+        blocks = [res["holdouts"][k][pred] for k in res["holdouts"]]
+        n, done, hits = (sum(b[x] for b in blocks) for x in ("pairs", "predicted", "hits"))
+        overall[pred] = {"pairs": n, "predicted": done, "hits": hits,
+                         "hit_rate": hits / done if done else None,
+                         "hit_rate_all": hits / n if n else None}
+    if not args.rows:
+        for block in res["holdouts"].values():
+            block.pop("rows")
+    out = {"benchmark": "advise_loo", "source": args.runs or str(args.ledger or DEFAULT_LEDGER),
+           "runs": len(runs), "pairs": len(ps),
+           "modes": {m: sum(p.mode == m for p in ps) for m in ("delay", "ef")},
+           "overall": overall, **res, "seconds": time.perf_counter() - t0}
+    print(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
