@@ -19,7 +19,8 @@ from typing import Any
 
 from delaybound.output import print_json
 
-__all__ = ["register", "cmd_advise", "DEFAULT_GPU_TFLOPS", "DEFAULT_LINK_GBPS", "format_advice"]
+__all__ = ["register", "cmd_advise", "compute", "demo_advice", "format_advice", "DEMO_ARGS",
+           "DEFAULT_GPU_TFLOPS", "DEFAULT_LINK_GBPS"]
 
 #: ``--model`` hardware when no flag is given: the projection of docs/simulation.md (an H100 at
 #: about 40% of its bf16 peak, 400 Gb/s links).
@@ -82,7 +83,8 @@ def format_advice(r: dict[str, Any]) -> list[str]:
     return out
 
 
-def cmd_advise(args: argparse.Namespace) -> int:
+def compute(args: argparse.Namespace) -> dict[str, Any]:
+    """The advice of parsed ``advise`` arguments (with ``--out``: advice.json + advice.png)."""
     from delaybound.cmd_simulate import cost_setup
     from llm_validation.advice.advise import AdviseSpec, advise
     from llm_validation.advice.pilot import load_pilot
@@ -122,6 +124,39 @@ def cmd_advise(args: argparse.Namespace) -> int:
             f"{result['pilot']['reference_horizon']}-step synchronous runs"))
         result["files"] = {"json": str(out / "advice.json"), "figure": str(png)}
         write_json(out / "advice.json", result)
+    return result
+
+
+#: The demo's question: SmolLM-360M on 8 stages, 32 microbatches, 1e9 tokens (default hardware).
+DEMO_ARGS = ("--stages", "8", "--microbatches", "32", "--model", "smollm-360m", "--tokens", "1e9")
+
+
+def demo_advice(runs_dir: str | Path, out: str | Path, root: str | Path,
+                optimizers: tuple[str, ...] = ("muon", "adamw")) -> list[str]:
+    """Markdown lines of the advice for the demo's own runs (one block per optimizer, with its
+    figure linked relative to the report's folder ``root``); an optimizer advise cannot serve
+    gets its one-line reason instead."""
+    import os
+    from delaybound.cli import build_parser
+    lines = [f"`delaybound advise --optimizer NAME {' '.join(DEMO_ARGS)} --pilot {runs_dir}` "
+             "(a projection: the delay cost is this demo's, the throughput the simulator's; "
+             "docs/advise.md).", ""]
+    for opt in optimizers:
+        args = build_parser().parse_args(["advise", "--optimizer", opt, *DEMO_ARGS, "--pilot",
+                                          str(runs_dir), "--out", str(Path(out) / opt),
+                                          "--quiet"])
+        try:
+            r = compute(args)
+        except (ValueError, FileNotFoundError) as exc:
+            lines += [f"- {opt}: advise could not run: {exc}", ""]
+            continue
+        lines += ["```", *format_advice(r), "```", "",
+                  f"![advice {opt}]({os.path.relpath(r['files']['figure'], root)})", ""]
+    return lines
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    result = compute(args)
     if args.json:
         print_json(result)
         return 0

@@ -141,7 +141,8 @@ def run_demo(out: str | Path, settings: DemoSettings = FULL, *, jobs: int = 2,
         write_report(out / "report.md", intro=intro, stages=stages,
                      theorems=parts.get("theorems"), verification=parts.get("verification"),
                      rate_plots=parts.get("rate_plots", ()), validation=parts.get("validation"),
-                     validation_plots=parts.get("plots"), notes=parts.get("notes", ()))
+                     validation_plots=parts.get("plots"), notes=parts.get("notes", ()),
+                     advice=parts.get("advice", ()))
         write_json(out / "demo_status.json", {"settings": dict(settings.__dict__),
                                               "stages": stages,
                                               "seconds": time.perf_counter() - t_all,
@@ -214,6 +215,8 @@ def run_demo(out: str | Path, settings: DemoSettings = FULL, *, jobs: int = 2,
         write_json(out / "validation.json", rep.to_dict())
         parts["validation"] = rep
         parts["plots"] = make_plots(runs, out / "plots")
+        from delaybound.cmd_advise import demo_advice     # the report ends with the advice
+        parts["advice"] = demo_advice(out / "runs", out / "advice", out)
         c = rep.counts()
         return (f"validation.json ({c['pass']} pass, {c['fail']} fail, {c['inconclusive']} "
                 f"inconclusive), plots/ ({len(parts['plots'])} plots)")

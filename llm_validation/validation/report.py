@@ -3,7 +3,8 @@
 :func:`write_report` renders, in order: what was run and how long it took, the theorem table,
 the numeric verification summary with the rate plots, the headline verdicts (AdamW vs Muon,
 EF gains) with their numbers, every plot of the validation, the full verdict list
-(``ValidationReport.to_markdown``), the run table, and notes. Image links are relative to the
+(``ValidationReport.to_markdown``), the run table, notes, and last the advice for the runs
+(``delaybound advise``: markdown lines made by the caller). Image links are relative to the
 report's folder, so the folder can be moved or published as is. The file is written atomically
 (temporary file, then rename) and can be rewritten after every stage of the demo.
 """
@@ -68,7 +69,7 @@ def write_report(path: str | Path, *, title: str = "delaybound demo report",
                  rate_plots: Sequence[str | Path] = (),
                  validation: ValidationReport | None = None,
                  validation_plots: Mapping[str, str | Path] | None = None,
-                 notes: Sequence[str] = ()) -> Path:
+                 notes: Sequence[str] = (), advice: Sequence[str] = ()) -> Path:
     """Write ``path`` (markdown) from whatever parts exist so far; returns the path."""
     path = Path(path)
     root = path.parent
@@ -115,6 +116,8 @@ def write_report(path: str | Path, *, title: str = "delaybound demo report",
                                   "final_val_loss")) + [""]
     if notes:
         L += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    if advice:
+        L += ["## Should I use 2BW? (`delaybound advise` on these runs)", ""] + list(advice)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text("\n".join(L) + "\n", encoding="utf-8")
     os.replace(tmp, path)

@@ -1,0 +1,99 @@
+"""``delaybound advise`` on the command line: bad input, a synthetic ledger, a real tiny pilot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from delaybound.cli import main
+from tests.llm_validation.advice.synthetic_ledger import pair_records, write_ledger
+
+SHAPE = ["--stages", "4", "--microbatches", "8", "--model", "smollm-135m", "--seq-len", "512"]
+MICRO = ["--set", "model.n_layer=1", "--set", "model.d_model=16", "--set", "model.n_head=2",
+         "--set", "model.n_kv_head=1", "--set", "model.d_ff=32", "--set", "data.seq_len=16",
+         "--set", "run.batch_size=4", "--set", "run.eval_batches=1",
+         "--set", "run.eval_interval=4", "--set", "run.stats_interval=2"]
+
+
+def _code(args: list[str]) -> int:
+    """main's exit code, argparse's own errors (SystemExit) included."""
+    try:
+        return main(args)
+    except SystemExit as exc:
+        return int(exc.code)
+
+
+@pytest.fixture()
+def ledger(tmp_path):
+    recs = [pair_records(opt="muon", T=200, seed=s, g=0.05 + 0.01 * s) for s in range(3)]
+    recs += [pair_records(opt="muon", T=100, seed=s, g=0.04 + 0.01 * s) for s in range(3)]
+    recs += [pair_records(opt="muon", T=200, seed=s, g=0.02, mode="ef") for s in range(3)]
+    return write_ledger(tmp_path / "ledger", recs)
+
+
+@pytest.mark.parametrize("extra, names", [
+    (["--optimizer", "rmsprop"], "--optimizer"),
+    (["--stages", "1"], "--stages"),
+    (["--tokens", "-5"], "--tokens"),
+    (["--tokens", "1e3"], "shorter than the pilot"),
+    (["--optimizer", "adamw"], "no finished synchronous run of 'adamw'"),
+    (["--ledger", "NOWHERE"], "--ledger"),
+])
+def test_bad_input_is_one_line_and_exit_2(ledger, capsys, extra, names):
+    args = ["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e9", "--ledger", str(ledger),
+            "--quiet"]
+    for i in range(0, len(extra), 2):          # later flags replace earlier ones
+        if extra[i] in args:
+            args[args.index(extra[i]) + 1] = extra[i + 1]
+    args = [a.replace("NOWHERE", str(ledger / "nowhere")) for a in args]
+    assert _code(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and names in err[0], err
+
+
+def test_pilot_without_pairs_is_refused(tmp_path, capsys):
+    led = write_ledger(tmp_path / "l", [{k: v for k, v in pair_records(
+        opt="muon", T=200, seed=0, g=0.1).items() if "sync" in k}])
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e9", "--ledger",
+                 str(led), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no 2BW/sync pair" in err[0]
+
+
+def test_ledger_json_text_and_figure(ledger, tmp_path, capsys):
+    out = tmp_path / "adv"
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e9", "--ledger",
+                 str(ledger), "--out", str(out), "--json", "--quiet"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(r["throughput"]) == {"1f1b", "gpipe", "interleaved-1f1b", "zb-h1", "2bw", "2bw+ef"}
+    d = r["delay_cost"]["2bw"]
+    assert d["predictions"]["empirical"]["trend"] == "g = a + b log T"   # two horizons
+    assert d["lag_fraction"]["lo"] <= d["lag_fraction"]["estimate"] <= d["lag_fraction"]["hi"]
+    t = r["time_to_target"]["2bw"]
+    assert t["ratio_lo"] <= t["ratio"] <= t["ratio_hi"]
+    assert r["recommendation"]["schedule"] in r["time_to_target"]
+    assert Path(r["files"]["figure"]).stat().st_size > 10_000
+    assert json.loads((out / "advice.json").read_text())["target_steps"] == r["target_steps"]
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e9", "--ledger",
+                 str(ledger), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "recommendation:" in text and "time to the synchronous final loss" in text
+
+
+def test_round_trip_from_a_real_tiny_pilot(tmp_path, capsys):
+    # the smallest real pilot: one seed of sync + 2BW, 8 steps of a one-layer model
+    pilot = tmp_path / "pilot"
+    assert main(["sweep", "--out", str(pilot), "--optimizer", "muon", "--mode", "sync,2bw",
+                 "--seeds", "0", "--steps", "8", "--jobs", "0", "--quiet", *MICRO]) == 0
+    capsys.readouterr()
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e8", "--pilot",
+                 str(pilot), "--json", "--quiet"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["pilot"]["pairs"] == 1 and r["pilot"]["reference_horizon"] == 8
+    d = r["delay_cost"]["2bw"]
+    assert d["pairs"] == 1 and set(d["predictions"]) == {"empirical", "theory"}
+    # one pair: a point prediction whose interval the data cannot bound
+    assert d["predictions"]["empirical"]["lo"] is None            # -inf printed as null
+    assert r["time_to_target"]["2bw"]["ratio"] > 0 and "2bw+ef" not in r["delay_cost"]
