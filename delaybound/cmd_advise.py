@@ -137,12 +137,13 @@ def demo_advice(runs_dir: str | Path, out: str | Path, root: str | Path,
     figure linked relative to the report's folder ``root``); an optimizer advise cannot serve
     gets its one-line reason instead."""
     import os
-    from delaybound.cli import build_parser
+    parser = argparse.ArgumentParser(prog="delaybound")
+    register(parser.add_subparsers())
     lines = [f"`delaybound advise --optimizer NAME {' '.join(DEMO_ARGS)} --pilot {runs_dir}` "
              "(a projection: the delay cost is this demo's, the throughput the simulator's; "
              "docs/advise.md).", ""]
     for opt in optimizers:
-        args = build_parser().parse_args(["advise", "--optimizer", opt, *DEMO_ARGS, "--pilot",
+        args = parser.parse_args(["advise", "--optimizer", opt, *DEMO_ARGS, "--pilot",
                                           str(runs_dir), "--out", str(Path(out) / opt),
                                           "--quiet"])
         try:
