@@ -53,9 +53,14 @@ def lag_fraction_from_gap(steps: Sequence[float] | np.ndarray, vals: Sequence[fl
                           gap_fraction: float) -> float:
     """The lag fraction ``f`` of a delayed run whose gap fraction is ``gap_fraction`` on the
     synchronous curve ``(steps, vals)`` (module docstring), clamped below at
-    :data:`MIN_LAG_FRACTION`; ``inf`` for ``inf``."""
+    :data:`MIN_LAG_FRACTION`; ``inf`` for ``inf``, :data:`MIN_LAG_FRACTION` for ``-inf`` (an
+    interval the data cannot bound)."""
+    if math.isnan(gap_fraction):
+        raise ValueError("the gap fraction is NaN")
     if gap_fraction == math.inf:
         return math.inf
+    if gap_fraction == -math.inf:
+        return MIN_LAG_FRACTION
     v = np.asarray(vals, dtype=np.float64)
     d = float(v[-1] + gap_fraction * (v[0] - v[-1]))
     res = lag(steps, vals, d)

@@ -97,3 +97,20 @@ def test_round_trip_from_a_real_tiny_pilot(tmp_path, capsys):
     # one pair: a point prediction whose interval the data cannot bound
     assert d["predictions"]["empirical"]["lo"] is None            # -inf printed as null
     assert r["time_to_target"]["2bw"]["ratio"] > 0 and "2bw+ef" not in r["delay_cost"]
+
+
+def test_demo_advice_section(tmp_path):
+    from delaybound.cmd_advise import demo_advice
+    from llm_validation.validation.report import write_report
+    from tests.llm_validation.validation.synthetic_runs import fake_run
+    for seed in (0, 1):
+        fake_run(tmp_path / "runs", opt="muon", val=2.0, seed=seed)
+        fake_run(tmp_path / "runs", opt="muon", val=2.1 + 0.01 * seed, seed=seed, tau=1)
+    lines = demo_advice(tmp_path / "runs", tmp_path / "advice", tmp_path)
+    text = "\n".join(lines)
+    assert "recommendation:" in text and "![advice muon](advice/muon/advice.png)" in text
+    assert (tmp_path / "advice" / "muon" / "advice.png").is_file()
+    assert "- adamw: advise could not run: the pilot has no finished synchronous run" in text
+    rep = write_report(tmp_path / "report.md", notes=["a note"], advice=lines).read_text()
+    assert rep.index("## Notes") < rep.index("## Should I use 2BW?")
+    assert rep.rstrip().endswith(lines[-2].rstrip()) or rep.rstrip().endswith(lines[-1].rstrip())

@@ -53,3 +53,6 @@ def test_lag_fraction_from_gap_on_a_linear_curve():
     # ahead of the synchronous run: extrapolated along the last slope, clamped below
     assert lag_fraction_from_gap(steps, vals, -0.125) == pytest.approx(-0.125, abs=EXACT)
     assert lag_fraction_from_gap(steps, vals, -5.0) == MIN_LAG_FRACTION
+    assert lag_fraction_from_gap(steps, vals, -math.inf) == MIN_LAG_FRACTION   # unbounded end
+    with pytest.raises(ValueError, match="NaN"):
+        lag_fraction_from_gap(steps, vals, math.nan)
