@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from llm_validation.hardware import NS_DTYPES, resolve_ns_dtype
+
 __all__ = [
     "ModelConfig",
     "DataConfig",
@@ -39,6 +41,8 @@ __all__ = [
     "OPTIMIZERS",
     "SCHEDULES",
     "CORRECTIONS",
+    "NS_DTYPES",
+    "DIGEST_LEGACY",
 ]
 
 #: Vocabulary of byte-level corpora.
@@ -288,6 +292,13 @@ class OptimConfig:
     grad_clip: float = 0.0
     """Global L2-norm clipping of the gradient the step uses (0 = off): ``g <- g min(1,
     grad_clip / (||g|| + 1e-6))`` as torch.nn.utils.clip_grad_norm_, over all stages."""
+    ns_dtype: str = "bfloat16"
+    """Muon/NorMuon only: dtype of the Newton-Schulz iteration (one of :data:`NS_DTYPES`).
+    ``bfloat16`` is the libraries' own (exactly ``torch.optim.Muon`` / ``NorMuon``), ``float32``
+    the same iteration in float32 (:mod:`llm_validation.training.muon`), ``auto`` float32 on a
+    CPU without native bfloat16 and bfloat16 elsewhere; ``TrainConfig`` resolves ``auto`` at
+    construction (:func:`llm_validation.hardware.resolve_ns_dtype`), so config.json records
+    the dtype the run used."""
 
     def __post_init__(self) -> None:
         _choice(self, "name", OPTIMIZERS)
@@ -314,6 +325,7 @@ class OptimConfig:
             _int(self, "decay_steps", 1)
         _float(self, "wsd_decay_fraction", 0.0, 1.0, lo_open=True)
         _float(self, "grad_clip", 0.0)
+        _choice(self, "ns_dtype", NS_DTYPES)
 
 
 # --------------------------------------------------------------------------------------- delay
@@ -504,6 +516,11 @@ class RunConfig:
 
 
 # ---------------------------------------------------------------------------------------- all
+#: Fields added after run directories were first named by a digest of the whole config
+#: (``claims.plan.run_name``), with the value that reproduces the runs made before them: a
+#: digest leaves a field out while it holds that value, so those runs keep their names.
+DIGEST_LEGACY: Mapping[str, Any] = {"optim.ns_dtype": "bfloat16"}
+
 _SECTIONS = {"model": ModelConfig, "data": DataConfig, "optim": OptimConfig,
              "delay": DelayConfig, "run": RunConfig}
 
@@ -531,6 +548,9 @@ class TrainConfig:
         if self.data.byte_level and self.model.vocab_size != BYTE_VOCAB:
             object.__setattr__(self, "model",
                                dataclasses.replace(self.model, vocab_size=BYTE_VOCAB))
+        if self.optim.ns_dtype == "auto":  # the dtype the run will use, as config.json records
+            object.__setattr__(self, "optim", dataclasses.replace(
+                self.optim, ns_dtype=resolve_ns_dtype("auto", self.run.device)))
         if self.data.seq_len > self.model.max_seq_len:
             raise ValueError(f"DataConfig.seq_len={self.data.seq_len} exceeds "
                              f"ModelConfig.max_seq_len={self.model.max_seq_len}")

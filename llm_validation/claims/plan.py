@@ -4,8 +4,9 @@
 against the scale's base run of its optimizer, for every seed, and keeps one
 :class:`PlannedRun` per distinct config: claims that need the same run share it. A run is named
 ``<sweep point name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the
-whole config except ``out_dir``/``resume``), so two configs never share a directory and the
-same config always finds its directory again. An arm that this checkout cannot configure
+whole config except ``out_dir``/``resume``, and except the fields of
+:data:`~llm_validation.config.DIGEST_LEGACY` while they hold the value the older runs had), so
+two configs never share a directory and the same config always finds its directory again. An arm that this checkout cannot configure
 (a config field or optimizer not there yet) becomes an *unavailable* run with the reason; the
 claims that need it come out inconclusive, saying why.
 
@@ -35,7 +36,7 @@ from typing import Any, Mapping, Sequence, TextIO
 from llm_validation.claims.arms import Unavailable, resolve
 from llm_validation.claims.claim import Claim
 from llm_validation.claims.scales import OPT_COST, Scale, base_config
-from llm_validation.config import TrainConfig
+from llm_validation.config import DIGEST_LEGACY, TrainConfig
 from llm_validation.rundir import RunPaths
 from llm_validation.sweep.grid import SweepPoint, point_name
 from llm_validation.validation.runs import is_complete
@@ -64,6 +65,10 @@ def _digest(cfg: TrainConfig) -> str:
     d = cfg.to_dict()
     d["run"].pop("out_dir", None)
     d["run"].pop("resume", None)
+    for key, legacy in DIGEST_LEGACY.items():
+        section, name = key.split(".")
+        if d[section].get(name) == legacy:
+            del d[section][name]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
 
 
