@@ -24,7 +24,7 @@ _FIELDS = {
     "schedule": ("optim", "schedule"), "warmup": ("optim", "warmup_steps"),
     "min_lr_ratio": ("optim", "min_lr_ratio"),
     "beta1": ("optim", "beta1"), "beta2": ("optim", "beta2"), "grad_clip": ("optim", "grad_clip"),
-    "ns_dtype": ("optim", "ns_dtype"),
+    "ns_dtype": ("optim", "ns_dtype"), "final_eval_batches": ("run", "final_eval_batches"),
     "wsd_decay_fraction": ("optim", "wsd_decay_fraction"),
     "sync_start": ("delay", "sync_start"), "sync_cooldown": ("delay", "sync_cooldown"),
     "correction": ("delay", "correction"), "correction_coef": ("delay", "correction_coef"),
@@ -102,6 +102,8 @@ def register(subparsers: Any) -> None:
     a("--val-data", help=".bin validation shards")
     a("--eval-interval", type=int, help="validation every N steps (0: end only)")
     a("--eval-batches", type=int, help="validation batches per evaluation")
+    a("--final-eval-batches", type=int,
+      help="validation batches of the closing evaluation (0: --eval-batches; emulated runs)")
     a("--stats-interval", type=int, help="expensive statistics every N steps (0: off)")
     a("--momentum-error-interval", type=int, help="momentum error every N steps (0: off)")
     a("--checkpoint-interval", type=int, help="checkpoint every N steps (0: end only)")

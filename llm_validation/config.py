@@ -449,6 +449,11 @@ class RunConfig:
     """Validation loss every this many steps (0: only at the end; the end is always evaluated)."""
     eval_batches: int = 8
     """Number of fixed validation batches (of ``batch_size`` windows) per evaluation."""
+    final_eval_batches: int = 0
+    """Fixed validation batches of the closing evaluation at W(N) (0: ``eval_batches``, the
+    same set as every evaluation; larger: that set and the next batches of the validation
+    stream). The final loss is what every claim's gap reads; a larger set lowers its sampling
+    noise for one evaluation's cost. Emulated single-process runs only."""
     stats_interval: int = 10
     """Expensive statistics every this many steps (0: off; loss, lr, grad_norm are every step)."""
     momentum_error_interval: int = 0
@@ -493,6 +498,7 @@ class RunConfig:
                      "checkpoint_interval"):
             _int(self, name, 0)
         _int(self, "eval_batches", 1)
+        _int(self, "final_eval_batches", 0)
         _int(self, "large_batch_factor", 1)
         if not isinstance(self.out_dir, str) or not self.out_dir:
             raise TypeError(f"RunConfig.out_dir={self.out_dir!r} must be a non-empty str")
@@ -519,7 +525,7 @@ class RunConfig:
 #: Fields added after run directories were first named by a digest of the whole config
 #: (``claims.plan.run_name``), with the value that reproduces the runs made before them: a
 #: digest leaves a field out while it holds that value, so those runs keep their names.
-DIGEST_LEGACY: Mapping[str, Any] = {"optim.ns_dtype": "bfloat16"}
+DIGEST_LEGACY: Mapping[str, Any] = {"optim.ns_dtype": "bfloat16", "run.final_eval_batches": 0}
 
 _SECTIONS = {"model": ModelConfig, "data": DataConfig, "optim": OptimConfig,
              "delay": DelayConfig, "run": RunConfig}
@@ -566,6 +572,10 @@ class TrainConfig:
                 raise ValueError(f"DelayConfig.{extra[0]}={getattr(self.delay, extra[0])!r} is "
                                  "not supported with data_parallel > 1 (the data-parallel "
                                  "emulation runs tau, ef_lambda and ef_level only)")
+        if run.final_eval_batches and (run.pipeline != "none" or run.data_parallel > 1):
+            raise ValueError(f"RunConfig.final_eval_batches={run.final_eval_batches} is "
+                             "supported by the emulated single-process loop only (leave it 0 "
+                             "with a pipeline or data_parallel > 1)")
         if run.pipeline != "none":
             if run.stages > self.model.n_layer:
                 raise ValueError(f"RunConfig.stages={run.stages} exceeds "

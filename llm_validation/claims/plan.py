@@ -16,8 +16,10 @@ runs) with a progress line per finished run on stderr whose ETA is weighted by t
 cost of the runs left. Checkpoints of finished runs are removed unless ``keep_checkpoints``
 (the ledger reads only config, metrics and summary; a SmolLM-135M checkpoint is ~3 GB).
 
-Cost model: ``Scale.sec_per_step x steps x batch / base batch x OPT_COST[optimizer]`` seconds
-of one process (one CPU core or one GPU); the wall time is about that over ``--jobs``.
+Cost model (:mod:`llm_validation.claims.calibration`): ``sec_per_step[optimizer] x steps x
+batch / base batch`` seconds of one process (one CPU core or one GPU), with ``sec_per_step``
+measured on this machine when a calibration is passed, else the constants ``Scale.sec_per_step
+x OPT_COST[optimizer]``; the wall time is about that over ``--jobs``.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from typing import Any, Mapping, Sequence, TextIO
 
 from llm_validation.claims.arms import Unavailable, resolve
 from llm_validation.claims.claim import Claim
-from llm_validation.claims.scales import OPT_COST, Scale, base_config
-from llm_validation.config import DIGEST_LEGACY, TrainConfig
+from llm_validation.claims.calibration import CostModel, constant_model
+from llm_validation.claims.scales import Scale, base_config
+from llm_validation.config import DIGEST_LEGACY, OPTIMIZERS, TrainConfig
 from llm_validation.rundir import RunPaths
 from llm_validation.sweep.grid import SweepPoint, point_name
 from llm_validation.validation.runs import is_complete
@@ -77,11 +80,6 @@ def run_name(cfg: TrainConfig) -> str:
     return f"{point_name(cfg)}-{_digest(cfg)}"
 
 
-def _cost(cfg: TrainConfig, scale: Scale, base_batch: int) -> float:
-    return (scale.sec_per_step * cfg.run.steps * cfg.run.batch_size / base_batch
-            * OPT_COST.get(cfg.optim.name, 1.0))
-
-
 @dataclass(frozen=True, kw_only=True)
 class Plan:
     """All runs of the selected claims, deduplicated."""
@@ -94,6 +92,8 @@ class Plan:
     claims: tuple[Claim, ...]
     runs: tuple[PlannedRun, ...]
     """Distinct runs, in first-use order."""
+    cost_model: CostModel
+    """How the runs' ``cost_s`` were estimated (calibrated here, or the scale's constants)."""
     index: Mapping[str, Mapping[tuple[str, int], str]] = field(repr=False)
     """claim id -> (arm key, seed) -> run name."""
 
@@ -124,8 +124,10 @@ class Plan:
 
 def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                quick: bool = False, device: str | None = None,
-               overrides: Sequence[str] = ()) -> Plan:
-    """Resolve every arm (and partner) of ``claims`` for every seed (see the module docstring)."""
+               overrides: Sequence[str] = (), cost_model: CostModel | None = None) -> Plan:
+    """Resolve every arm (and partner) of ``claims`` for every seed (see the module docstring;
+    ``cost_model``: the machine's calibration, else the scale's constants)."""
+    costs = cost_model or constant_model(scale, OPTIMIZERS)
     if not claims:
         raise ValueError("build_plan: no claims selected")
     seeds = tuple(seeds)
@@ -163,7 +165,7 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                 prev = runs.get(name)
                 use = (claim.id, arm.key)
                 if prev is None:
-                    cost = _cost(cfg, scale, base_batch) if cfg is not None else 0.0
+                    cost = costs.run_cost(cfg, base_batch) if cfg is not None else 0.0
                     runs[name] = PlannedRun(name=name, cfg=cfg, seed=seed, uses=(use,),
                                             cost_s=cost, unavailable=why)
                 elif use not in prev.uses:
@@ -172,7 +174,7 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                                             unavailable=prev.unavailable)
     return Plan(scale=scale, seeds=seeds, quick=quick,
                 device=device or scale.device, overrides=tuple(overrides),
-                claims=tuple(claims), runs=tuple(runs.values()), index=index)
+                claims=tuple(claims), runs=tuple(runs.values()), cost_model=costs, index=index)
 
 
 def _with_seed(cfg: TrainConfig, seed: int):
