@@ -1,14 +1,14 @@
 """The runs a set of claims needs: distinct configs, their cost, and their execution.
 
 :func:`build_plan` resolves every arm of every selected claim (and its synchronous partner)
-against the scale's base run of its optimizer, for every seed, and keeps one
-:class:`PlannedRun` per distinct config: claims that need the same run share it. A run is named
-``<sweep point name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the
-whole config except ``out_dir``/``resume``, and except the fields of
+against the scale's base run of its optimizer, for every seed, and keeps one :class:`PlannedRun`
+per distinct config: claims that need the same run share it. A run is named ``<sweep point
+name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the whole config
+except ``out_dir``/``resume``, and except the fields of
 :data:`~llm_validation.config.DIGEST_LEGACY` while they hold the value the older runs had), so
-two configs never share a directory and the same config always finds its directory again. An arm that this checkout cannot configure
-(a config field or optimizer not there yet) becomes an *unavailable* run with the reason; the
-claims that need it come out inconclusive, saying why.
+two configs never share a directory and the same config always finds its directory again. An arm
+that this checkout cannot configure (a config field or optimizer not there yet) becomes an
+*unavailable* run with the reason; the claims that need it come out inconclusive, saying why.
 
 :func:`execute` trains what is missing through :func:`llm_validation.sweep.runner.run_sweep`
 (resumable: finished runs are skipped, interrupted ones resumed; ``index.json`` next to the

@@ -8,11 +8,11 @@ One step t (B = batch_size, T = seq_len, M = microbatches; statistics: ``trainin
             (lm_loss(model(x_m), y_m) / M).backward()   # x_m: [B/M, T]
     opt.step(); opt.zero_grad()                  # base step on W(t), then EF
 
-Validation loss at W(t) before step t every ``eval_interval`` steps and at W(N) at the end
-(same fixed validation batches every time; the closing evaluation on the first
-``final_eval_batches`` of the stream when that is set). Statistics (``stats``) every ``stats_interval``
-steps cost one extra forward/backward (the fresh gradient at W(t), or for tau = 0 the gradient
-at W(t-1)) and one dry-run optimizer step (restored exactly), and never change the trajectory.
+Validation loss at W(t) before step t every ``eval_interval`` steps and at W(N) at the end (same
+fixed validation batches every time; the closing evaluation on the first ``final_eval_batches``
+of the stream when that is set). Statistics (``stats``) every ``stats_interval`` steps cost one
+extra forward/backward (the fresh gradient at W(t), or for tau = 0 the gradient at W(t-1)) and
+one dry-run optimizer step (restored exactly), and never change the trajectory.
 A non-finite loss stops the run: the row is written, status ``diverged``, message on stderr.
 Pipeline runs are not this loop's: :func:`llm_validation.run.run` is the one place that chooses.
 Resuming (``cfg.run.resume``) loads the latest checkpoint and continues bitwise on CPU (no
