@@ -153,7 +153,7 @@ def test_float32_muon_trains_the_model_like_bfloat16():
             loss = loss_fn(model, batch)
             loss.backward()
             opt.step()
-            path.append(float(loss))
+            path.append(loss.item())
         losses[dt] = path
     assert losses["bfloat16"][0] == losses["float32"][0]
     assert losses["bfloat16"] != losses["float32"]
