@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any
 
-from delaybound.output import print_json
+from delaybound.output import check_at_least, check_out_dir, print_json
 
 __all__ = ["register", "cmd_reproduce"]
 
@@ -37,8 +37,8 @@ def _plan(args: argparse.Namespace):
     from llm_validation.claims.scales import get_scale
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds {args.seeds}: needs at least 1 seed (3 for a verdict)")
-    if args.jobs < 0:
-        raise ValueError(f"--jobs {args.jobs}: must be >= 0 (0: in this process)")
+    check_at_least("--jobs", args.jobs, 0)
+    check_at_least("--threads", args.threads, 1)
     n = args.seeds if args.seeds is not None else (1 if args.quick else 3)
     claims = get_claims(args.claims)
     return build_plan(claims, get_scale(args.scale), seeds=tuple(range(n)), quick=args.quick,
@@ -76,6 +76,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return _list(args)
     if not args.out:
         raise ValueError("--out DIR is required (or --list)")
+    check_out_dir("--out", args.out)
     plan = _plan(args)
     if plan.device == "cuda":
         import torch

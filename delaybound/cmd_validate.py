@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from delaybound.output import print_json
+from delaybound.output import check_at_least, check_out_dir, check_out_file, print_json
 
 __all__ = ["register", "cmd_validate", "cmd_sweep", "grid_from_args"]
 
@@ -49,12 +49,15 @@ def _per_opt(values: list[str] | None, what: str) -> Any:
         return None
     plain, mapping = [], {}
     for v in values:
-        if "=" in v:
-            opt, nums = v.split("=", 1)
-            mapping.setdefault(opt, ())
-            mapping[opt] += _floats(nums)
-        else:
-            plain += list(_floats(v))
+        try:
+            if "=" in v:
+                opt, nums = v.split("=", 1)
+                mapping.setdefault(opt, ())
+                mapping[opt] += _floats(nums)
+            else:
+                plain += list(_floats(v))
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(f"--{what}: {exc}") from None
     if plain and mapping:
         raise ValueError(f"--{what}: give either plain values or OPT=values, not both")
     return mapping or tuple(plain)
@@ -90,6 +93,9 @@ def grid_from_args(args: argparse.Namespace):
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from llm_validation.sweep.runner import plan, run_sweep
+    check_out_dir("--out", args.out)
+    check_at_least("--jobs", args.jobs, 0)
+    check_at_least("--threads", args.threads, 1)
     grid = grid_from_args(args)
     points = grid.expand()
     if args.dry_run:
@@ -118,6 +124,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from llm_validation.validation.runs import load_runs
     from llm_validation.validation.validate import validate_runs
     import warnings
+    check_out_dir("--plots", args.plots)
+    check_out_file("--report", args.report)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runs = load_runs(args.run_dirs)

@@ -142,7 +142,7 @@ def _point(spec: ProjectionSpec, schedule: str, P: int, M: int, D: int) -> dict[
 def project(spec: ProjectionSpec,
             progress: Callable[[int, int, str], None] | None = None) -> list[dict[str, Any]]:
     """One row per (P, M, D, schedule) that applies; a schedule that does not apply to a point
-    (2BW with M < P, interleaved with M not a multiple of P) gets a row with ``skipped``."""
+    (2BW with M < P - 1, interleaved with M not a multiple of P) gets a row with ``skipped``."""
     points = [(P, resolve_microbatches(m, P), D) for P in spec.stages
               for m in spec.microbatches for D in spec.data_parallel]
     total, rows = len(points) * len(spec.schedules), []
