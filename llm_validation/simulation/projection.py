@@ -12,7 +12,8 @@ difference of the largest per-device totals.
 Assumptions (stated again in ``docs/simulation.md``): the costs of :mod:`.costs` and
 :mod:`.shapes` (FLOPs at a sustained rate, ring all-reduce, point-to-point as latency +
 bytes / bandwidth), stages cut as the runtime cuts them (embedding on the first, head on the
-last, the blocks as even as possible; fractional beyond one block per stage), all replicas
+last, the blocks as even as possible; never finer than one block per stage: such points are
+skipped, they would need tensor parallelism), all replicas
 identical, no activation recomputation, no tensor or sequence parallelism. ``balance="uniform"``
 replaces the runtime's cut by an ideal one (every stage 1/K of the model).
 """
