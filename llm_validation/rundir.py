@@ -7,8 +7,10 @@ Layout (DESIGN.md, "Run directory")::
     <out_dir>/checkpoints/step_<N>.pt   model, optimizer + delay/EF buffers, sampler, RNG, probe
     <out_dir>/summary.json        RunResult of the last (possibly resumed) invocation
 
-metrics.jsonl: NaN/inf become ``null`` (strict JSON). :func:`read_metrics` skips a truncated
-last line (a run killed mid-write) with a warning; a malformed line elsewhere is an error.
+metrics.jsonl: rows of two shapes, every key present, NaN/inf written as the strings "NaN",
+"Infinity", "-Infinity" and read back as floats (:mod:`llm_validation.metrics_rows`; other JSON
+files: NaN/inf become ``null``). :func:`read_metrics` skips a truncated last line (a run killed
+mid-write) with a warning; a malformed line elsewhere is an error naming the file and line.
 Checkpoints are written to a temporary file and renamed (atomic); the newest
 :data:`KEEP_CHECKPOINTS` are kept.
 """
@@ -34,6 +36,7 @@ import numpy as np
 import torch
 
 from llm_validation.config import TrainConfig
+from llm_validation.metrics_rows import decode_row, encode_row
 
 __all__ = [
     "RunResult",
@@ -128,7 +131,7 @@ class MetricsWriter:
         self._f = open(self.path, "a", encoding="utf-8")
 
     def write(self, row: Mapping[str, Any]) -> None:
-        self._f.write(json.dumps(_clean(dict(row))) + "\n")
+        self._f.write(encode_row(row) + "\n")
         self._f.flush()
 
     def close(self) -> None:
@@ -155,8 +158,8 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
+            rows.append(decode_row(line))
+        except ValueError as exc:   # not JSON, not an object, or a row of unknown kind
             last = i == len(lines) - 1 and not complete
             if last:
                 warnings.warn(f"{path}: skipping truncated last line {i + 1}",
@@ -175,7 +178,7 @@ def rewrite_metrics_before(path: str | Path, step: int) -> None:
         warnings.simplefilter("ignore", TruncatedMetricsWarning)   # the line is dropped here
         rows = [r for r in read_metrics(path) if int(r.get("step", -1)) < step]
     tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    tmp.write_text("".join(encode_row(r) + "\n" for r in rows), encoding="utf-8")
     os.replace(tmp, path)
 
 
