@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore")
         runs = load_runs(args.run_dirs)
         rep = validate_runs(runs, gap_metric=args.gap, quick=args.quick)
+    for r in runs:    # every skipped or damaged metrics line, one warning each
+        if r.damage:
+            print(f"delaybound validate: warning: {r.path}: {r.damage}", file=sys.stderr)
     plots = {}
     if args.plots:
         from llm_validation.validation.plots import make_plots
