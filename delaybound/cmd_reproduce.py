@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any
 
-from delaybound.output import check_at_least, check_out_dir, print_json
+from delaybound.output import check_at_least, check_out_dir, check_overrides, print_json
 
 __all__ = ["register", "cmd_reproduce"]
 
@@ -39,6 +39,7 @@ def _plan(args: argparse.Namespace):
         raise ValueError(f"--seeds {args.seeds}: needs at least 1 seed (3 for a verdict)")
     check_at_least("--jobs", args.jobs, 0)
     check_at_least("--threads", args.threads, 1)
+    check_overrides("--set", args.set)
     n = args.seeds if args.seeds is not None else (1 if args.quick else 3)
     claims = get_claims(args.claims)
     return build_plan(claims, get_scale(args.scale), seeds=tuple(range(n)), quick=args.quick,

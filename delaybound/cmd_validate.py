@@ -73,9 +73,11 @@ def grid_from_args(args: argparse.Namespace):
         if not path.is_file():
             raise FileNotFoundError(f"--grid: no such file {path}")
         try:
-            d = json.loads(path.read_text())
+            d = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise ValueError(f"--grid {path}: not valid JSON ({exc})") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"--grid {path}: not a JSON text file (not UTF-8)") from None
         if not isinstance(d, dict):
             raise ValueError(f"--grid {path}: must hold a JSON object")
     flags = {"optimizers": args.optimizer, "modes": args.mode, "taus": args.tau,

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["print_json", "UsageError", "check_out_dir", "check_out_file", "check_at_least"]
+__all__ = ["print_json", "UsageError", "check_out_dir", "check_out_file", "check_at_least",
+           "check_overrides"]
 
 
 class UsageError(ValueError):
@@ -71,3 +72,16 @@ def check_at_least(option: str, value: int | float | None, low: int | float) -> 
     """Refuse ``option``'s value below ``low`` (None: not given, accepted)."""
     if value is not None and value < low:
         raise UsageError(f"{option} {value}: must be >= {low}")
+
+
+def check_overrides(option: str, overrides: list[str] | tuple[str, ...] | None) -> None:
+    """Refuse a ``[OPT:]section.field=value`` override that names no field or gives a value
+    the config refuses, blaming ``option`` (checked on the default base run of the optimizer it
+    names, or of AdamW)."""
+    from llm_validation.sweep.grid import BASE_OPTIM, apply_overrides, default_base, parse_override
+    for text in overrides or ():
+        try:
+            opt = parse_override(text)[0] or "adamw"
+            apply_overrides(default_base(opt if opt in BASE_OPTIM else "adamw"), [text])
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"{option} {text}: {exc}") from None
