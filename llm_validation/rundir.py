@@ -58,6 +58,7 @@ __all__ = [
     "latest_checkpoint",
     "checkpoint_step",
     "load_checkpoint",
+    "newest_intact_checkpoint",
     "rng_state",
     "set_rng_state",
     "environment",
@@ -235,6 +236,25 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
     return torch.load(path, map_location=map_location, weights_only=False)
+
+
+def newest_intact_checkpoint(paths: RunPaths, map_location: str | torch.device = "cpu"
+                             ) -> tuple[Path | None, dict[str, Any] | None]:
+    """(path, payload) of the newest checkpoint that loads, or (None, None). A newer one that
+    does not load (truncated, corrupt) is skipped with one warning line on stderr naming it and
+    the checkpoint used instead (:data:`KEEP_CHECKPOINTS` keeps an older one for this)."""
+    if not paths.checkpoints.is_dir():
+        return None, None
+    found = sorted(((int(m.group(1)), f) for f in paths.checkpoints.iterdir()
+                    if (m := _CKPT.match(f.name))), reverse=True)
+    for i, (_, f) in enumerate(found):
+        try:
+            return f, load_checkpoint(f, map_location)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file: try the next older one
+            older = found[i + 1][1].name if i + 1 < len(found) else "none left"
+            print(f"warning: checkpoint {f} is unreadable ({type(exc).__name__}); trying the "
+                  f"next older one ({older})", file=sys.stderr, flush=True)
+    return None, None
 
 
 def _git_commit() -> str | None:
