@@ -124,7 +124,7 @@ def _single_setup(args: argparse.Namespace) -> dict[str, Any]:
             sh = shapes(plan)
             return None if sh is None else memory_model(
                 sh, prof.microbatch_tokens, optimizer=opt, ef=ef,
-                separate_master=not args.shared_master)
+                separate_master=args.separate_master)
         return {"source": f"profile:{args.from_dir}", "make_costs": make_costs,
                 "memory_for": memory_for, "profile": prof, "optimizer": opt}
     model = preset(args.model)
@@ -146,7 +146,7 @@ def _single_setup(args: argparse.Namespace) -> dict[str, Any]:
 
     def memory_for(plan):
         return memory_model(shapes(plan), tokens, optimizer=opt,
-                            separate_master=not args.shared_master)
+                            separate_master=args.separate_master)
     return {"source": f"model:{args.model}", "make_costs": make_costs, "memory_for": memory_for,
             "optimizer": opt}
 
@@ -250,7 +250,7 @@ def _run_projection(args: argparse.Namespace) -> int:
         chunks=args.chunks, optimizer=args.optimizer or "adamw",
         activation_bytes=2 if args.dtype == "bfloat16" else 4,
         overlap_p2p=not args.no_overlap_p2p, overlap_allreduce=args.overlap_allreduce,
-        separate_master=not args.shared_master, balance=args.balance)
+        separate_master=args.separate_master, balance=args.balance)
     rows = project(spec, progress=_progress(not args.quiet))
     comp = speedups(rows)
     out: dict[str, Any] = {"model": args.model, "hardware": spec.hardware.__dict__,
@@ -308,8 +308,8 @@ def _check(args: argparse.Namespace) -> None:
             and "interleaved-1f1b" not in args.schedule:
         raise UsageError(f"--chunks {args.chunks}: only interleaved-1f1b has model chunks "
                          f"(schedule {','.join(args.schedule)})")
-    if args.shared_master and args.unit_costs:
-        raise UsageError("--shared-master: --unit-costs has no memory model; use --model or "
+    if args.separate_master and args.unit_costs:
+        raise UsageError("--separate-master: --unit-costs has no memory model; use --model or "
                          "--from RUN_DIR")
     if args.model:
         from llm_validation.config import preset
@@ -389,8 +389,8 @@ def register(subparsers: Any) -> None:
     a("--no-overlap-p2p", action="store_true", help="blocking point-to-point sends")
     a("--overlap-allreduce", action="store_true",
       help="all-reduce and update beside the compute stream")
-    a("--shared-master", action="store_true",
-      help="count 2BW's master as one of its two versions (the paper's 2 copies, not 3)")
+    a("--separate-master", action="store_true",
+      help="count 2BW's master apart from its two versions (3 copies; the runtime holds 2)")
     a("--quality", metavar="FILE", help="validate --json output or claims.json: print the "
                                         "measured loss gap next to the throughput gain")
     a("--out", metavar="DIR", help="write simulation.json + timeline.png (or projection.*)")

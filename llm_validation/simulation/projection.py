@@ -81,8 +81,9 @@ class ProjectionSpec:
     """Asynchronous point-to-point sends."""
     overlap_allreduce: bool = False
     """All-reduce and update beside the compute."""
-    separate_master: bool = True
-    """Count 2BW's master copy apart from its two stashed versions (this repository's runtime)."""
+    separate_master: bool = False
+    """Count 2BW's master copy apart from its two stashed versions (3 copies; the runtime holds
+    2, its master aliasing one version)."""
     balance: str = "layers"
     """Stage cut: ``layers`` (the runtime's) or ``uniform`` (1/K of the model per stage)."""
     notes: tuple[str, ...] = field(default_factory=tuple)

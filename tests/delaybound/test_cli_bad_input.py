@@ -56,8 +56,8 @@ CASES = [
                       "--data-parallel 0", "--data-parallel"),
     ("simulate-chunks-1f1b", "simulate --schedule 1f1b --stages 2 --microbatches 2 "
                              "--unit-costs --chunks 3", "--chunks"),
-    ("simulate-shared-master-unit", "simulate --schedule 2bw --stages 2 --microbatches 2 "
-                                    "--unit-costs --shared-master", "--shared-master"),
+    ("simulate-separate-master-unit", "simulate --schedule 2bw --stages 2 --microbatches 2 "
+                                    "--unit-costs --separate-master", "--separate-master"),
     ("simulate-too-fine", "simulate --schedule 1f1b --stages 64 --microbatches 4x "
                           "--model smollm-360m --gpu-tflops 400 --link-gbps 400", "--stages"),
 ]
