@@ -109,7 +109,7 @@ def register(subparsers: Any) -> None:
         "reproduce", help="the paper's empirical claims as a ledger (runs what is missing)",
         description="Train the runs the paper's 17 empirical claims need (resumable, shared "
                     "between claims), then write OUT/claims.md and OUT/claims.json: per claim "
-                    "the measured numbers with 95%% intervals over seeds, pass / fail / "
+                    "the measured numbers with 95% intervals over seeds, pass / fail / "
                     "inconclusive, the theory's prediction, and a figure.")
     a = p.add_argument
     a("--list", action="store_true", help="list the claims, their grids and cost; run nothing")

@@ -166,7 +166,7 @@ def register(subparsers: Any) -> None:
         "validate", help="check the theory's assumptions and gap trends against training runs",
         description="Read run directories (or folders of them, e.g. a sweep's --out) and print "
                     "one verdict per claim: pass / fail / inconclusive, with the measured "
-                    "numbers, their 95%% intervals over seeds, and the theory's prediction.")
+                    "numbers, their 95% intervals over seeds, and the theory's prediction.")
     v.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories or folders")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.add_argument("--gap", choices=["final", "tail"], default="final",

@@ -267,7 +267,7 @@ class OptimConfig:
     eps: float = 1e-8
     """Adam-family epsilon."""
     momentum: float = 0.95
-    """Muon, NorMuon and SGD momentum mu (THEORY.md: alpha = 1 - mu)."""
+    """Muon, NorMuon and SGD momentum mu (docs/theory.md: alpha = 1 - mu)."""
     nesterov: bool = True
     """Nesterov momentum for Muon, NorMuon and SGD."""
     muon_adjust_lr: str = "match_rms_adamw"

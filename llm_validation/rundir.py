@@ -1,6 +1,6 @@
 """Run-directory files: config.json, metrics.jsonl, checkpoints/, summary.json.
 
-Layout (DESIGN.md, "Run directory")::
+Layout (docs/architecture.md, "One run directory")::
 
     <out_dir>/config.json         resolved TrainConfig + versions + git commit + corpus facts
     <out_dir>/metrics.jsonl       one JSON object per line (flushed after every line)

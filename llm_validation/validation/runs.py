@@ -113,7 +113,7 @@ class RunRecord:
 
     @property
     def alpha(self) -> float:
-        """THEORY.md's EMA weight alpha = 1 - momentum (of the matrices' optimizer)."""
+        """docs/theory.md's EMA weight alpha = 1 - momentum (of the matrices' optimizer)."""
         return 1.0 - self.momentum
 
     @property
