@@ -109,3 +109,17 @@ def test_documented_command_runs_as_written(doc, line, tmp_path):
         _help(path)
         return
     assert proc.returncode == 0, f"{doc}: {line!r} exited {proc.returncode}: {proc.stderr[-500:]}"
+
+
+def test_the_demo_defaults_quoted_in_the_docs_are_the_codes():
+    """docs/validation.md quotes the demo's base lrs and the pipeline run's optimizer."""
+    from llm_validation.sweep.grid import BASE_OPTIM
+    from delaybound.demo import FULL, demo_points
+    text = (ROOT / "docs" / "validation.md").read_text()
+    for opt, label in (("adamw", "AdamW"), ("muon", "Muon")):
+        quoted = re.search(rf"{label} lr ([0-9.e-]+)", text)
+        assert quoted and float(quoted.group(1)) == BASE_OPTIM[opt]["lr"], (label, quoted)
+    _, points = demo_points(FULL)
+    piped = {p.cfg.optim.name for p in points if p.cfg.run.pipeline != "none"}
+    quoted = re.search(r"real 2-stage 2BW pipeline run \((\w+), seed 0\)", text)
+    assert quoted and {quoted.group(1).lower()} == piped
