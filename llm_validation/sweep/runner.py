@@ -181,6 +181,8 @@ def run_sweep(points: Sequence[SweepPoint], out: str | Path, *, jobs: int = 1,
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
         raise ValueError(f"jobs={jobs!r} must be an int >= 0 (0: in this process)")
     threads = threads if threads is not None else max(1, (os.cpu_count() or 1) // max(jobs, 1))
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads={threads!r} must be an int >= 1 (torch threads per run)")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     planned = plan(points, out)
