@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any
 
-from delaybound.output import print_json
+from delaybound.output import check_at_least, check_out_dir, check_overrides, print_json
 
 __all__ = ["register", "cmd_reproduce"]
 
@@ -44,8 +44,9 @@ def _plan(args: argparse.Namespace, *, measure: bool):
     from llm_validation.claims.scales import get_scale
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds {args.seeds}: needs at least 1 seed (3 for a verdict)")
-    if args.jobs < 0:
-        raise ValueError(f"--jobs {args.jobs}: must be >= 0 (0: in this process)")
+    check_at_least("--jobs", args.jobs, 0)
+    check_at_least("--threads", args.threads, 1)
+    check_overrides("--set", args.set)
     n = args.seeds if args.seeds is not None else (1 if args.quick else 3)
     claims, scale = get_claims(args.claims), get_scale(args.scale)
     overrides = tuple(args.set or ())
@@ -98,6 +99,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return _list(args)
     if not args.out:
         raise ValueError("--out DIR is required (or --list)")
+    check_out_dir("--out", args.out)
     plan = _plan(args, measure=True)
     if plan.device == "cuda":
         import torch
@@ -129,7 +131,7 @@ def register(subparsers: Any) -> None:
         "reproduce", help="the paper's empirical claims as a ledger (runs what is missing)",
         description="Train the runs the paper's 17 empirical claims need (resumable, shared "
                     "between claims), then write OUT/claims.md and OUT/claims.json: per claim "
-                    "the measured numbers with 95%% intervals over seeds, pass / fail / "
+                    "the measured numbers with 95% intervals over seeds, pass / fail / "
                     "inconclusive, the theory's prediction, and a figure.")
     a = p.add_argument
     a("--list", action="store_true", help="list the claims, their grids and cost; run nothing")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from delaybound.output import print_json
+from delaybound.output import check_out_dir, print_json
 
 __all__ = ["register", "config_from_args", "run"]
 
@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     from llm_validation.pipeline.faults import PipelineFailure
     from llm_validation.run import run as run_training
 
+    check_out_dir("--out", args.out)
     cfg = config_from_args(args)
     try:
         result = run_training(cfg, progress=not args.quiet)

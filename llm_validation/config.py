@@ -75,9 +75,10 @@ def _float(obj: Any, name: str, lo: float | None = None, hi: float | None = None
     if hi is not None:
         bad = bad or value > hi
     if bad:
-        left = "(" if lo_open else "["
-        rng = f"{left}{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
-        raise ValueError(f"{_where(obj, name)}={value!r} must be finite and in {rng}")
+        limits = ([f"{'>' if lo_open else '>='} {lo:g}"] if lo is not None else []) + \
+            ([f"<= {hi:g}"] if hi is not None else [])
+        raise ValueError(f"{_where(obj, name)}={value!r} must be a finite number"
+                         + (f" {' and '.join(limits)}" if limits else ""))
     object.__setattr__(obj, name, value)
 
 
@@ -270,7 +271,7 @@ class OptimConfig:
     eps: float = 1e-8
     """Adam-family epsilon."""
     momentum: float = 0.95
-    """Muon, NorMuon and SGD momentum mu (THEORY.md: alpha = 1 - mu)."""
+    """Muon, NorMuon and SGD momentum mu (docs/theory.md: alpha = 1 - mu)."""
     nesterov: bool = True
     """Nesterov momentum for Muon, NorMuon and SGD."""
     muon_adjust_lr: str = "match_rms_adamw"

@@ -35,7 +35,7 @@ from torch import Tensor
 from llm_validation.config import TrainConfig
 from llm_validation.rundir import (MetricsWriter, RunPaths, RunResult, checkpoint_step,
                                    compose_result, diverged_message, diverged_row, environment,
-                                   eval_row, latest_checkpoint, load_checkpoint,
+                                   eval_row, newest_intact_checkpoint,
                                    rewrite_metrics_before, rng_state, save_checkpoint,
                                    set_rng_state, start_step, write_json)
 from llm_validation.training import stats
@@ -161,10 +161,9 @@ def train(cfg: TrainConfig, *, progress: bool = True,
     probe = StepProbe(opt, geoms, tau=opt.tau, stats_interval=run.stats_interval,
                       momentum_error_interval=run.momentum_error_interval)
 
-    ckpt = latest_checkpoint(paths) if run.resume else None
+    ckpt, state = newest_intact_checkpoint(paths, device) if run.resume else (None, None)
     start = start_step(cfg, paths, checkpoint_step(ckpt) if ckpt is not None else None)
     if ckpt is not None:
-        state = load_checkpoint(ckpt, map_location=device)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sampler.load_state_dict(state["sampler"])
