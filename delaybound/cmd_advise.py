@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from delaybound.output import print_json
+from delaybound.output import check_out_dir, print_json
 
 __all__ = ["register", "cmd_advise", "compute", "demo_advice", "format_advice", "DEMO_ARGS",
            "DEFAULT_GPU_TFLOPS", "DEFAULT_LINK_GBPS"]
@@ -85,7 +85,7 @@ def format_advice(r: dict[str, Any]) -> list[str]:
 
 def compute(args: argparse.Namespace) -> dict[str, Any]:
     """The advice of parsed ``advise`` arguments (with ``--out``: advice.json + advice.png)."""
-    from delaybound.cmd_simulate import cost_setup
+    from delaybound.cmd_simulate import check_stage_blocks, cost_setup
     from llm_validation.advice.advise import AdviseSpec, advise
     from llm_validation.advice.pilot import load_pilot
     from llm_validation.advice.throughput import schedule_table
@@ -95,6 +95,9 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
                       tokens=args.tokens)
     if (args.model is None) == (args.from_dir is None):
         raise ValueError("give exactly one cost source: --model PRESET or --from RUN_DIR")
+    check_out_dir("--out", args.out)
+    if args.model is not None:
+        check_stage_blocks(args.model, (spec.stages,))
     if args.pilot is None and args.ledger is None:
         raise ValueError("give --pilot DIR (run directories) and/or --ledger DIR (claims.json)")
     say = _say(not args.quiet)

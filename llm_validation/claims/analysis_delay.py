@@ -35,7 +35,7 @@ GROWTH_TOL = 1.25
 ALIGNED_COS = 0.9
 #: Claim 15: "small" relative error = below half the update's size.
 SMALL_REL_ERR = 0.5
-#: THEORY.md result 5 (l2): EF with lam = 1 helps iff consecutive updates have cosine > 1/2.
+#: docs/theory.md result 5 (l2): EF with lam = 1 helps iff consecutive updates have cosine > 1/2.
 EF_HELPS_COS = 0.5
 
 
@@ -265,4 +265,4 @@ def sync_phases(c: Claim, d: ClaimData) -> ClaimResult:
             measured[f"{label(o)}: gap {name}"] = t_interval(list(v.values()))
         measured[f"{label(o)}: gap(sync cooldown) / gap(2bw)"] = ratio_interval(pairs(g, gc))
     return result(c.id, checks, measured=measured,
-                  theory_check=conj("THEORY.md trend 2's directions", checks))
+                  theory_check=conj("docs/theory.md trend 2's directions", checks))

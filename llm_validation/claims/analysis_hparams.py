@@ -117,7 +117,7 @@ def warmup(c: Claim, d: ClaimData) -> ClaimResult:
     measured = {f"{label(o)}: gap(20% warmup) - gap(no warmup)": t_interval(list(ch.values()))
                 for o, ch in changes.items()}
     return result(c.id, checks, measured=measured,
-                  theory_check=conj("no change of the final gap (THEORY.md trend 2)", theory))
+                  theory_check=conj("no change of the final gap (docs/theory.md trend 2)", theory))
 
 
 def _equivalent_settings(c: Claim, d: ClaimData, base: str, variants: dict[str, str]
@@ -191,6 +191,6 @@ def batch_size(c: Claim, d: ClaimData) -> ClaimResult:
     runs = trend_records(d, ["muon/2bw/bs=0.5x", "muon/2bw", "muon/2bw/bs=2x"])
     verdicts = (batch_check(runs, "muon"),) if runs else ()
     return result(c.id, [small, large], measured=measured,
-                  theory_check=conj("THEORY.md trend 4: larger batches, larger gap",
+                  theory_check=conj("docs/theory.md trend 4: larger batches, larger gap",
                                     [small, large]), theory_verdicts=verdicts)
 

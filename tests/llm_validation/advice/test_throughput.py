@@ -16,7 +16,7 @@ def _args(**kw):
                 gpu_tflops=400.0, link_gbps=400.0, link_latency_us=5.0, dp_gbps=None,
                 hbm_gbps=2000.0, seq_len=512, microbatch_size=1, dtype="bfloat16",
                 optimizer="muon", balance="layers", no_overlap_p2p=False,
-                overlap_allreduce=False, shared_master=False)
+                overlap_allreduce=False, separate_master=False)
     return argparse.Namespace(**{**base, **kw})
 
 
