@@ -85,7 +85,7 @@ def format_advice(r: dict[str, Any]) -> list[str]:
 
 def compute(args: argparse.Namespace) -> dict[str, Any]:
     """The advice of parsed ``advise`` arguments (with ``--out``: advice.json + advice.png)."""
-    from delaybound.cmd_simulate import check_stage_blocks, cost_setup
+    from delaybound.cost_flags import check_stage_blocks, cost_setup
     from llm_validation.advice.advise import AdviseSpec, advise
     from llm_validation.advice.pilot import load_pilot
     from llm_validation.advice.throughput import schedule_table
@@ -171,7 +171,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from delaybound.cmd_simulate import add_cost_arguments
+    from delaybound.cost_flags import add_cost_arguments
     p = subparsers.add_parser(
         "advise", help="should this run use 2BW? time to target of 2BW (+EF) vs the synchronous "
                        "schedules from the simulator and a pilot's delay cost",

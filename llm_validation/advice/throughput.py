@@ -3,7 +3,7 @@
 Each schedule's steady step time, tokens/s, bubble and largest per-stage peak memory come from
 :func:`llm_validation.simulation.summary.summarize` (the event-driven simulator behind
 ``delaybound simulate``) with the cost and memory builders the caller passes
-(``delaybound.cmd_simulate.cost_setup``: ``--model`` FLOP costs or ``--from`` a profiled run).
+(``delaybound.cost_flags.cost_setup``: ``--model`` FLOP costs or ``--from`` a profiled run).
 2BW + EF is 2BW's action list with EF's buffers and step work (``ef=True`` builders).
 Nothing here models time: it only tabulates the simulator's answers.
 """

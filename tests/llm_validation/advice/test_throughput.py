@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from delaybound.cmd_simulate import cost_setup
+from delaybound.cost_flags import cost_setup
 from llm_validation.advice.throughput import schedule_table
 from llm_validation.simulation.summary import summarize
 
