@@ -41,6 +41,7 @@ import torch
 from llm_validation.config import PIPELINE_KINDS, TrainConfig
 from llm_validation.pipeline.checkpoint import latest_complete
 from llm_validation.pipeline.data_parallel import run_dp_replica
+from llm_validation.pipeline.devices import pipeline_backend
 from llm_validation.pipeline.faults import PipelineFailure, parse_fault
 from llm_validation.pipeline.processes import (DEFAULT_TIMEOUT_S, WorkerContext, run_worker,
                                                spawn_stages, torchrun_env)
@@ -138,19 +139,16 @@ def launch_pipeline(cfg: TrainConfig, progress: bool = True) -> RunResult:
     world = run.stages * run.data_parallel
     dp_mode = dp_reduction()
     device = resolve_device(run.device)
-    backend = "nccl" if device.type == "cuda" else "gloo"
+    env = torchrun_env()
+    local = world if env is None else int(os.environ.get("LOCAL_WORLD_SIZE", env["world"]))
+    backend = pipeline_backend(device, local)   # ranks sharing a GPU: gloo + host staging
     timeout_s = float(os.environ.get("DELAYBOUND_PIPE_TIMEOUT_S", DEFAULT_TIMEOUT_S))
     if not timeout_s > 0:
         raise ValueError(f"DELAYBOUND_PIPE_TIMEOUT_S={timeout_s} must be > 0")
     fault = parse_fault(os.environ.get("DELAYBOUND_PIPE_FAULT"))
     paths = RunPaths(run.out_dir)
     t0 = time.perf_counter()
-    env = torchrun_env()
     if env is None:
-        if device.type == "cuda" and torch.cuda.device_count() < world:
-            raise ValueError(f"--stages {run.stages} x --data-parallel {run.data_parallel} on one "
-                             f"machine needs one GPU per rank ({world}); "
-                             f"{torch.cuda.device_count()} visible (use torchrun across machines)")
         start = _prepare(cfg, paths, write=True)
         args = (cfg.to_dict(), start, threads_per_stage(world), False, dp_mode)
         try:
@@ -170,7 +168,6 @@ def launch_pipeline(cfg: TrainConfig, progress: bool = True) -> RunResult:
         deadline = time.monotonic() + timeout_s
         while not (paths.root / "logs").is_dir() and time.monotonic() < deadline:
             time.sleep(0.1)
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     args = (cfg.to_dict(), start, threads_per_stage(local), True, dp_mode)
     run_worker(stage_body, args, rank=env["rank"], world=env["world"], local_rank=env["local_rank"],
                run_dir=str(paths.root), backend=backend, timeout_s=timeout_s, fault=fault,

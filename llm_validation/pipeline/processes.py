@@ -44,6 +44,7 @@ from llm_validation.pipeline.faults import (
     write_report,
 )
 from llm_validation.pipeline.mesh import Mesh, build_mesh, rank_label
+from llm_validation.pipeline import p2p_trace
 
 __all__ = [
     "WorkerContext",
@@ -146,14 +147,23 @@ def run_worker(
     if stale.exists():
         stale.unlink()
     timeout = datetime.timedelta(seconds=timeout_s)
+    trace = os.environ.get(p2p_trace.TRACE_ENV)
+    if trace:
+        p2p_trace.install()
     try:
+        init: dict[str, Any] = {}
         if backend == "nccl":   # one GPU per rank, chosen before any NCCL communicator exists
             torch.cuda.set_device(local_rank)
+            # eager init: the group's communicator exists at once, subgroups are split from
+            # it, and p2p ops use it instead of a lazily created two-rank communicator
+            init["device_id"] = torch.device("cuda", local_rank)
         if store_addr is not None:
             store = dist.TCPStore(store_addr[0], store_addr[1], is_master=False, timeout=timeout)
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world,
+                                    timeout=timeout, **init)
         else:
-            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=timeout)
+            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
+                                    timeout=timeout, **init)
         mesh = build_mesh(rank, world, stages or world, backend, timeout)
         control = dist.new_group(backend="gloo", timeout=timeout)
         store = dist.distributed_c10d._get_default_store()
@@ -178,6 +188,9 @@ def run_worker(
                                      "time": time.time()})
         traceback.print_exc()
         raise
+    finally:
+        if trace:
+            p2p_trace.write(trace, rank)
     try:
         dist.destroy_process_group()
     except Exception:  # pragma: no cover - teardown only

@@ -33,6 +33,7 @@ from llm_validation.config import TrainConfig
 from llm_validation.pipeline.checkpoint import (ckpt_dir, load_stage_checkpoint, mark_complete,
                                                 save_stage_checkpoint)
 from llm_validation.pipeline.comm import StageLink
+from llm_validation.pipeline.devices import host_staging, rank_device
 from llm_validation.pipeline.executor import StageExecutor, detached_leaves
 from llm_validation.pipeline.metrics import MetricsCollector
 from llm_validation.pipeline.processes import WorkerContext
@@ -75,9 +76,8 @@ class StageRun:
                              f"data_parallel x stages = {self.D} x {self.P}")
         self.is_writer = ctx.rank == 0          # stage 0 of replica 0 writes the run directory
         self.replicas = Replicas(mesh, dp_mode)
-        device = resolve_device(run.device)
+        device = rank_device(resolve_device(run.device), ctx.local_rank)
         if device.type == "cuda":
-            device = torch.device("cuda", ctx.local_rank)
             torch.cuda.set_device(device)
         self.device = device
         self.setup = setup = StageSetup(cfg, self.s, self.P, device, replica=self.d,
@@ -85,7 +85,8 @@ class StageRun:
         common = dict(stage=self.s, stages=self.P, device=device, act_shape=setup.act_shape,
                       act_dtype=setup.act_dtype, timeout_s=ctx.timeout_s,
                       control_group=ctx.control_group, status=ctx.status, store=ctx.store,
-                      grouped=grouped_sends(ctx.backend), ranks=mesh.pp_ranks)
+                      grouped=grouped_sends(ctx.backend), ranks=mesh.pp_ranks,
+                      staging=host_staging(ctx.backend, device))
         self.link = StageLink(group=mesh.pp_group, **common)
         self.side = StageLink(group=ctx.side_group, **common)
         self.timer = ActionTimer() if run.profile else None
@@ -302,7 +303,9 @@ class StageRun:
             write_stage_profile(self.paths.root, self.s, self.timer)
         memory = {"stage": self.s, "weight_bytes_peak": self.weight_peak,
                   "weight_bytes_one_copy": sum(p.numel() * p.element_size()
-                                               for p in self.setup.opt.params)}
+                                               for p in self.setup.opt.params),
+                  "staged": {k: self.link.staged[k] + self.side.staged[k]
+                             for k in self.link.staged}}
         final_val, stages_memory = None, [memory]
         own = {"step": "final", "val_loss": self.val_loss.pop(self.N, None), "memory": memory}
         if self.is_writer:
