@@ -108,7 +108,7 @@ def _result(cfg: TrainConfig, start: int, wall: float) -> RunResult:
 def _prepare(cfg: TrainConfig, paths: RunPaths, write: bool) -> int:
     """Run-directory checks; returns the step to start from (``write``: rank 0's edits)."""
     run = cfg.run
-    found = latest_complete(paths, run.stages, run.data_parallel) if run.resume else None
+    found = latest_complete(paths) if run.resume else None
     start = start_step(cfg, paths, found[0] if found is not None else None)
     if write:
         (paths.root / "logs").mkdir(parents=True, exist_ok=True)
@@ -155,7 +155,7 @@ def launch_pipeline(cfg: TrainConfig, progress: bool = True) -> RunResult:
             spawn_stages(stage_body, args, world=world, run_dir=paths.root, backend=backend,
                          timeout_s=timeout_s, fault=fault, progress=progress, stages=run.stages)
         except PipelineFailure as exc:
-            found = latest_complete(paths, run.stages, run.data_parallel)
+            found = latest_complete(paths)
             where = (f"last complete checkpoint: step {found[0]} ({found[1]}); continue with "
                      "--resume" if found else "no complete checkpoint yet")
             raise PipelineFailure(f"{exc}; {where}", exc.stage) from None

@@ -45,6 +45,7 @@ from llm_validation.pipeline.faults import (
 )
 from llm_validation.pipeline.mesh import Mesh, build_mesh, rank_label
 from llm_validation.pipeline import p2p_trace
+from llm_validation.training import host_syncs
 
 __all__ = [
     "WorkerContext",
@@ -150,6 +151,7 @@ def run_worker(
     trace = os.environ.get(p2p_trace.TRACE_ENV)
     if trace:
         p2p_trace.install()
+    counts = os.environ.get(host_syncs.HOST_SYNCS_ENV)
     try:
         init: dict[str, Any] = {}
         if backend == "nccl":   # one GPU per rank, chosen before any NCCL communicator exists
@@ -175,6 +177,8 @@ def run_worker(
                             control_group=control, store=store, status=status)
         print(f"{mesh.label()} of {world} ranks up (pid {os.getpid()}, backend {backend}, "
               f"mesh dp={mesh.replicas} x pp={mesh.stages})", flush=True)
+        if counts:
+            host_syncs.install()
         result = body(ctx, *body_args)
     except StageFailure as exc:
         write_report(run_dir, rank, {"stage": rank, "peer": exc.peer, "kind": exc.kind,
@@ -191,6 +195,8 @@ def run_worker(
     finally:
         if trace:
             p2p_trace.write(trace, rank)
+        if counts:
+            host_syncs.write(counts, rank)
     try:
         dist.destroy_process_group()
     except Exception:  # pragma: no cover - teardown only
