@@ -37,6 +37,7 @@ _FIELDS = {
     "pipeline": ("run", "pipeline"), "stages": ("run", "stages"), "device": ("run", "device"),
     "data_parallel": ("run", "data_parallel"),
     "dtype": ("run", "dtype"), "profile": ("run", "profile"),
+    "deterministic": ("run", "deterministic"),
     "data": ("data", "path"), "data_format": ("data", "format"), "val_data": ("data", "val_path"),
     "seq_len": ("data", "seq_len"),
 }
@@ -107,6 +108,9 @@ def register(subparsers: Any) -> None:
     a("--profile", action="store_true", default=None,
       help="pipeline runs: time every action per stage into RUN_DIR/profile.json "
            "(for delaybound simulate --from RUN_DIR)")
+    a("--deterministic", action="store_true", default=None,
+      help="deterministic GPU algorithms and the cuBLAS workspace variable (CPU runs are "
+           "deterministic already)")
     a("--pipeline", choices=["none", *PIPELINE_KINDS], help="real pipeline runtime")
     a("--stages", type=int, help="pipeline stages P")
     a("--data-parallel", type=int, metavar="D",

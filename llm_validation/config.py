@@ -470,9 +470,13 @@ class RunConfig:
     profile: bool = False
     """Pipeline runs: time every action per stage and write ``profile.json`` (what
     ``delaybound simulate --from RUN_DIR`` replays); changes no number of the run."""
+    deterministic: bool = False
+    """Deterministic GPU settings: ``torch.use_deterministic_algorithms(True)`` and the cuBLAS
+    workspace variable (``training.determinism``); CPU runs are deterministic without it."""
 
     def __post_init__(self) -> None:
         _bool(self, "profile")
+        _bool(self, "deterministic")
         _int(self, "steps", 1)
         _int(self, "seed", 0)
         _int(self, "batch_size", 1)

@@ -46,6 +46,7 @@ from llm_validation.rundir import (MetricsWriter, RunPaths, diverged_message, en
                                    rng_state, set_rng_state, write_json)
 from llm_validation.training.loop import resolve_device
 from llm_validation.training import host_syncs, stats
+from llm_validation.training.determinism import configure_numerics
 from llm_validation.training.model import batch_loss
 from llm_validation.training.optim import lr_factor, set_lr
 from llm_validation.training.probe import StepProbe, observed_step
@@ -81,6 +82,7 @@ class StageRun:
         device = rank_device(resolve_device(run.device), ctx.local_rank)
         if device.type == "cuda":
             torch.cuda.set_device(device)
+        self.numerics = configure_numerics(device, run.deterministic)
         self.device = device
         self.setup = setup = StageSetup(cfg, self.s, self.P, device, replica=self.d,
                                         replicas=self.D)
@@ -119,6 +121,7 @@ class StageRun:
         setup = self.setup
         meta = {"environment": environment(), "corpus": setup.corpus_description,
                 "n_params": setup.n_params, "resumed_from_step": self.start or None,
+                "numerics": self.numerics,
                 "pipeline": {"kind": self.cfg.run.pipeline, "stages": self.P,
                              "microbatches": self.M, "data_parallel": self.D,
                              "mesh": {"dp": self.D, "pp": self.P},

@@ -40,6 +40,7 @@ from llm_validation.rundir import (MetricsWriter, RunPaths, RunResult, checkpoin
                                    rewrite_metrics_before, rng_state, save_checkpoint,
                                    set_rng_state, start_step, write_json)
 from llm_validation.training import stats
+from llm_validation.training.determinism import configure_numerics
 from llm_validation.training.data import STREAM_LARGE, STREAM_VAL, WindowSampler, load_corpus
 from llm_validation.training.delay import DelayedOptimizer
 from llm_validation.training.model import Transformer, batch_loss, lm_loss
@@ -136,6 +137,7 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                          f"{cfg.run.pipeline!r} runs through llm_validation.run.run")
     run, t_start = cfg.run, time.perf_counter()
     paths, device = RunPaths(run.out_dir), resolve_device(run.device)
+    numerics = configure_numerics(device, run.deterministic)
     ctx = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) \
         if run.dtype == "bfloat16" else nullcontext
     corpus = load_corpus(cfg.data)
@@ -176,7 +178,7 @@ def train(cfg: TrainConfig, *, progress: bool = True,
     rewrite_metrics_before(paths.metrics, start)
     write_json(paths.config, {**cfg.to_dict(), "meta": {
         "environment": environment(), "corpus": corpus.description, "n_params": n_params,
-        "resumed_from_step": start if ckpt is not None else None}})
+        "resumed_from_step": start if ckpt is not None else None, "numerics": numerics}})
 
     def checkpoint(done: int) -> None:
         save_checkpoint(paths, done, {"step": done, "model": model.state_dict(),

@@ -51,10 +51,13 @@ class Rotary(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         # x: [B, heads, T, D] -> same shape, pair (i, i + D/2) rotated by angle t * f_i
+        # in float32 whatever the compute dtype (bf16 angles lose the position's low bits),
+        # cast back to x's dtype; a no-op for float32 runs
         t, half = x.shape[-2], x.shape[-1] // 2
-        cos, sin = self.cos[:t].to(x.dtype), self.sin[:t].to(x.dtype)  # [T, D/2]
-        x1, x2 = x[..., :half], x[..., half:]
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        cos, sin = self.cos[:t], self.sin[:t]                             # [T, D/2] float32
+        xf = x.float()
+        x1, x2 = xf[..., :half], xf[..., half:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
 
 
 class Attention(nn.Module):

@@ -29,6 +29,7 @@ SMALL_RUN = ["train", "--preset", "tiny", "--seq-len", "16", "--batch-size", "2"
     (["--stage-taus", "2,x"], "stage taus"),
     (["--pipeline", "gpipe", "--stages", "2", "--delay", "1"], "synchronous"),
     (["--resume"], "no checkpoint found in"),   # a typo in a run name never starts a new run
+    (["--resume", "sometimes"], "--resume takes no value or 'auto'"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
     try:
@@ -101,3 +102,18 @@ def test_schedule_clip_sync_phase_and_correction_flags_reach_the_config(tmp_path
                                            "correction_coef")} == \
         {"tau": 1, "sync_start": 1, "sync_cooldown": 1, "correction": "dcasgd",
          "correction_coef": 0.1}
+
+
+def test_resume_auto_starts_then_continues_and_deterministic_is_recorded(tmp_path, capsys):
+    out = tmp_path / "auto"
+    args = [*SMALL_RUN, "--out", str(out), "--resume", "auto", "--deterministic", "--json"]
+    try:
+        assert main([*args, "--steps", "1"]) == 0          # nothing to continue: starts
+        assert main([*args, "--steps", "2"]) == 0          # continues from step 1
+    finally:
+        import torch
+        torch.use_deterministic_algorithms(False)          # a process-wide torch setting
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["run"]["resume"] == "auto" and saved["run"]["deterministic"] is True
+    assert saved["meta"]["resumed_from_step"] == 1
+    assert saved["meta"]["numerics"]["deterministic"] is True
