@@ -9,7 +9,8 @@ module makes that rule testable on CPU, where nothing synchronises.
 Algorithm: :class:`HostSyncCounter` is a ``TorchFunctionMode`` that sees every tensor method
 call; it counts the reads above on floating-point and boolean tensors (the values a step
 computes: losses, norms, partial sums). Integer tensors (token windows, control-message
-bytes, checksums) are host data in every runtime and are not counted. :meth:`mark` closes the
+bytes, checksums) are host data in every runtime and are not counted, nor are the reads
+inside ``torch.optim`` (its optimizers' step counters are host tensors on a GPU too). :meth:`mark` closes the
 window of a step: ``windows`` is the list of ``(step, reads, where)``, ``where`` the call sites
 (file:line) of the reads, so a failing test names the line that added one.
 
@@ -36,15 +37,20 @@ HOST_SYNCS_ENV = "DELAYBOUND_HOST_SYNCS"
 _READS = {torch.Tensor.item, torch.Tensor.__float__, torch.Tensor.__int__,
           torch.Tensor.__bool__, torch.Tensor.tolist, torch.Tensor.cpu, torch.Tensor.numpy,
           torch.Tensor.__index__}
-_HERE = __file__
+_HERE = __file__.replace("\\", "/")
+_TORCH_OPTIM = "/torch/optim/"
 
 
-def _site() -> str:
-    """file:line of the first frame outside torch and this module."""
+def _site() -> str | None:
+    """file:line of the first frame outside torch and this module; None for a read inside
+    ``torch.optim`` (its optimizers read their step counters, host tensors on every device
+    unless ``capturable``)."""
     frame = sys._getframe(2)
     while frame is not None:
-        name = frame.f_code.co_filename
-        if name != _HERE and "/torch/" not in name.replace("\\", "/"):
+        name = frame.f_code.co_filename.replace("\\", "/")
+        if _TORCH_OPTIM in name:
+            return None
+        if name != _HERE and "/torch/" not in name:
             return f"{Path(name).name}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"
@@ -62,7 +68,9 @@ class HostSyncCounter(TorchFunctionMode):
         kwargs = kwargs or {}
         if func in _READS and args and isinstance(args[0], torch.Tensor) and (
                 args[0].is_floating_point() or args[0].dtype == torch.bool):
-            self.reads.append(_site())
+            site = _site()
+            if site is not None:
+                self.reads.append(site)
         return func(*args, **kwargs)
 
     def mark(self, step: Any) -> None:

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from llm_validation.config import OptimConfig
 from llm_validation.pipeline.checkpoint import grid_of, latest_complete
 from llm_validation.rundir import RunPaths, load_config, read_json
 from llm_validation.run import run as launch
@@ -15,6 +16,8 @@ from tests.llm_validation.pipeline.support import (assert_same_run, dp_cfgs, emu
 
 #: The first leg stops after this many steps (a checkpoint), the second finishes the run.
 FIRST, STEPS = 2, 4
+#: A constant learning rate: the first leg's shorter ``steps`` leaves the schedule unchanged.
+CONSTANT = OptimConfig(name="muon", lr=0.02, schedule="constant")
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +35,8 @@ def test_p2_x_d2_continues_as_p2_x_d1(tmp_path):
     """P2 x D2 with M = 2 for 2 steps, then P2 x D1 with M = 4 (the same 4 microbatches of
     every batch): the same run as the emulator with M = 4, metrics and weights bitwise."""
     corpus = small_corpus(tmp_path)
-    cfg, ref_cfg = dp_cfgs(tmp_path, corpus, pipeline="2bw", P=2, D=2, steps=STEPS)
+    cfg, ref_cfg = dp_cfgs(tmp_path, corpus, pipeline="2bw", P=2, D=2, steps=STEPS,
+                           optim=CONSTANT)
     first = launch(_leg(cfg, steps=FIRST))
     assert first.status == "completed"
     assert grid_of(latest_complete(RunPaths(cfg.run.out_dir))[1]) == (2, 2)
@@ -48,16 +52,20 @@ def test_p2_continues_in_the_emulator_and_other_maths_is_refused(tmp_path):
     """2BW on P = 2 for 2 steps, then the emulator (tau = 1, P = 1): bitwise the emulated run.
     A change of the microbatch split, or to a synchronous schedule, is refused."""
     corpus = small_corpus(tmp_path)
-    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, steps=STEPS)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, steps=STEPS,
+                   optim=CONSTANT)
     assert launch(_leg(cfg, steps=FIRST)).status == "completed"
     with pytest.raises(ValueError, match="data_parallel x microbatches"):
-        launch(_leg(cfg, microbatches=1, batch_size=4, resume=True))
+        launch(_leg(cfg, microbatches=4, resume=True))
+    sync = dataclasses.replace(_leg(cfg, pipeline="1f1b", resume=True),
+                               delay=dataclasses.replace(cfg.delay, tau=0))
     with pytest.raises(ValueError, match="schedule's delay"):
-        launch(_leg(cfg, pipeline="1f1b", resume=True))
+        launch(sync)
     emulated = _leg(cfg, pipeline="none", stages=1, resume=True)
     got = launch(emulated)
     assert got.status == "completed" and got.steps == STEPS
-    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=2, steps=STEPS))
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=2, steps=STEPS,
+                            optim=CONSTANT))
     assert_same_run(got.run_dir, ref.run_dir, emulated, weights=False)
     assert load_config(got.run_dir).run.pipeline == "none"
 
