@@ -163,8 +163,13 @@ def run_worker(
             store = dist.TCPStore(store_addr[0], store_addr[1], is_master=False, timeout=timeout)
             dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                                     timeout=timeout, **init)
-        else:
-            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
+        else:   # torchrun: the agent's store outlives restarts; each attempt gets its own
+            # key space, so a restarted rank never reads the dead attempt's gloo addresses
+            attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+            base = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                 is_master=False, timeout=timeout)
+            store = dist.PrefixStore(f"delaybound/attempt{attempt}/", base)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                                     timeout=timeout, **init)
         mesh = build_mesh(rank, world, stages or world, backend, timeout)
         control = dist.new_group(backend="gloo", timeout=timeout)

@@ -57,8 +57,8 @@ def test_p2_continues_in_the_emulator_and_other_maths_is_refused(tmp_path):
     assert launch(_leg(cfg, steps=FIRST)).status == "completed"
     with pytest.raises(ValueError, match="data_parallel x microbatches"):
         launch(_leg(cfg, microbatches=4, resume=True))
-    sync = dataclasses.replace(_leg(cfg, pipeline="1f1b", resume=True),
-                               delay=dataclasses.replace(cfg.delay, tau=0))
+    sync = dataclasses.replace(cfg, delay=dataclasses.replace(cfg.delay, tau=0),
+                               run=dataclasses.replace(cfg.run, pipeline="1f1b", resume=True))
     with pytest.raises(ValueError, match="schedule's delay"):
         launch(sync)
     emulated = _leg(cfg, pipeline="none", stages=1, resume=True)

@@ -144,7 +144,8 @@ def test_resume_auto_starts_continues_and_refuses_another_run(tmp_path):
         train(_cfg(auto, checkpoint_interval=4, resume="auto"), progress=False,
               callback=_kill_at(5))
     result = train(_cfg(auto, checkpoint_interval=4, resume="auto"), progress=False)
-    assert result.steps == 8 and result.start == 4
+    assert result.steps == 8
+    assert json.loads((auto / "config.json").read_text())["meta"]["resumed_from_step"] == 4
     assert read_metrics(straight) == read_metrics(auto)
     with pytest.raises(ValueError, match="optim.name"):
         train(_cfg(auto, name="adamw", resume="auto"), progress=False)
