@@ -166,8 +166,10 @@ def run_worker(
         else:   # torchrun: the agent's store outlives restarts; each attempt gets its own
             # key space, so a restarted rank never reads the dead attempt's gloo addresses
             attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+            agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
             base = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                                 is_master=False, timeout=timeout)
+                                 world_size=world, is_master=rank == 0 and not agent,
+                                 timeout=timeout)
             store = dist.PrefixStore(f"delaybound/attempt{attempt}/", base)
             dist.init_process_group(backend, store=store, rank=rank, world_size=world,
                                     timeout=timeout, **init)
