@@ -38,6 +38,7 @@ _FIELDS = {
     "pipeline": ("run", "pipeline"), "stages": ("run", "stages"), "device": ("run", "device"),
     "data_parallel": ("run", "data_parallel"),
     "dtype": ("run", "dtype"), "profile": ("run", "profile"),
+    "deterministic": ("run", "deterministic"),
     "data": ("data", "path"), "data_format": ("data", "format"), "val_data": ("data", "val_path"),
     "seq_len": ("data", "seq_len"),
 }
@@ -108,10 +109,15 @@ def register(subparsers: Any) -> None:
     a("--momentum-error-interval", type=int, help="momentum error every N steps (0: off)")
     a("--checkpoint-interval", type=int, help="checkpoint every N steps (0: end only)")
     a("--out", help="run directory (default runs/<preset>-<optimizer>-tau<TAU>-ef<LAM>-s<SEED>)")
-    a("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    a("--resume", nargs="?", const="yes", default=None, metavar="auto",
+      help="continue the run in --out from its checkpoint (none: exit 2); '--resume auto': "
+           "continue if there is a complete checkpoint, else start (torchrun --max-restarts)")
     a("--profile", action="store_true", default=None,
       help="pipeline runs: time every action per stage into RUN_DIR/profile.json "
            "(for delaybound simulate --from RUN_DIR)")
+    a("--deterministic", action="store_true", default=None,
+      help="deterministic GPU algorithms and the cuBLAS workspace variable (CPU runs are "
+           "deterministic already)")
     a("--pipeline", choices=["none", *PIPELINE_KINDS], help="real pipeline runtime")
     a("--stages", type=int, help="pipeline stages P")
     a("--data-parallel", type=int, metavar="D",
@@ -129,6 +135,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
     from llm_validation.rundir import load_config
     from llm_validation.training.manifest import with_prepared_data
 
+    if args.resume not in (None, "yes", "auto"):
+        raise ValueError(f"--resume takes no value or 'auto', got {args.resume!r}")
     base = TrainConfig()
     if args.resume and args.out and (Path(args.out) / "config.json").exists():
         base = load_config(args.out)
@@ -156,7 +164,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
                                f"-ef{dl['ef_lambda']:g}-s{d['run']['seed']}")
     elif args.out is None:
         raise ValueError("--resume needs --out DIR (the run to continue)")
-    d["run"]["resume"] = bool(args.resume)
+    d["run"]["resume"] = "auto" if args.resume == "auto" else args.resume is not None
     vocab = args.vocab_size
     if vocab is None and args.resume and base.data.format == "shards":
         vocab = base.model.vocab_size               # the resumed run's (maybe padded) vocabulary

@@ -480,14 +480,21 @@ class RunConfig:
     ``microbatches`` microbatches, and the stage's gradients are averaged over its D replicas
     before the step. With ``pipeline='none'`` and D > 1 the emulated delay and EF run on D
     processes. ``batch_size`` must be divisible by ``D * microbatches``."""
-    resume: bool = False
-    """Continue from the latest checkpoint of ``out_dir`` (a larger ``steps`` extends the run)."""
+    resume: bool | str = False
+    """Continue from the latest checkpoint of ``out_dir`` (a larger ``steps`` extends the run).
+    ``True``: a checkpoint must exist; ``"auto"``: continue from the latest complete checkpoint
+    if there is one, else start (a directory holding another run's config is refused): what a
+    process restarted by ``torchrun --max-restarts N`` needs."""
     profile: bool = False
     """Pipeline runs: time every action per stage and write ``profile.json`` (what
     ``delaybound simulate --from RUN_DIR`` replays); changes no number of the run."""
+    deterministic: bool = False
+    """Deterministic GPU settings: ``torch.use_deterministic_algorithms(True)`` and the cuBLAS
+    workspace variable (``training.determinism``); CPU runs are deterministic without it."""
 
     def __post_init__(self) -> None:
         _bool(self, "profile")
+        _bool(self, "deterministic")
         _int(self, "steps", 1)
         _int(self, "seed", 0)
         _int(self, "batch_size", 1)
@@ -513,7 +520,8 @@ class RunConfig:
                              f"data_parallel x microbatches = {self.data_parallel} x "
                              f"{self.microbatches} (each replica cuts its share of the batch "
                              "into microbatches)")
-        _bool(self, "resume")
+        if not (isinstance(self.resume, bool) or self.resume == "auto"):
+            raise TypeError(f"RunConfig.resume={self.resume!r} must be True, False or 'auto'")
         if self.pipeline == "none" and self.stages != 1:
             raise ValueError(f"RunConfig.stages={self.stages} needs a pipeline (pipeline='none' "
                              "runs in one process; use stages=1)")

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from llm_validation.config import PIPELINE_KINDS, TrainConfig
+from llm_validation.pipeline.emulator_resume import emulator_checkpoint
 from llm_validation.pipeline.launch import launch_pipeline
 from llm_validation.rundir import RunResult
 from llm_validation.training.loop import train
@@ -32,6 +33,7 @@ def run(cfg: TrainConfig, *, progress: bool = True,
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"run needs a TrainConfig, got {type(cfg).__name__}")
     if cfg.run.pipeline == "none" and cfg.run.data_parallel == 1:
+        emulator_checkpoint(cfg)   # resuming a pipeline's run here: its checkpoint, converted
         return train(cfg, progress=progress, callback=callback)
     if cfg.run.pipeline not in ("none", *PIPELINE_KINDS):
         raise ValueError(f"RunConfig.pipeline={cfg.run.pipeline!r} is not one of "

@@ -41,6 +41,7 @@ from llm_validation.metrics_rows import decode_row, encode_row
 __all__ = [
     "RunResult",
     "RESUMABLE",
+    "RESHARDABLE",
     "load_config",
     "check_resumable",
     "start_step",
@@ -285,6 +286,14 @@ def environment() -> dict[str, Any]:
 #: old end; ``steps`` extends it).
 RESUMABLE = ("steps", "resume", "out_dir", "eval_interval", "eval_batches", "stats_interval",
              "momentum_error_interval", "large_batch_factor", "checkpoint_interval", "profile")
+#: RunConfig fields of the grid that may change on resume when the maths stays the same
+#: (:func:`check_resumable`; the pipeline's checkpoints are keyed by global parameter names).
+RESHARDABLE = ("stages", "data_parallel", "microbatches", "pipeline")
+
+
+def _delay_of(cfg: TrainConfig) -> int:
+    """The schedule's delay: 1 for 2BW, 0 for GPipe / 1F1B, the emulated tau otherwise."""
+    return {"2bw": 1, "gpipe": 0, "1f1b": 0}.get(cfg.run.pipeline, cfg.delay.tau)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -320,11 +329,22 @@ def load_config(run_dir: str | Path) -> TrainConfig:
 
 
 def check_resumable(saved: TrainConfig, cfg: TrainConfig) -> None:
-    """Raise unless ``cfg`` differs from the saved config only in :data:`RESUMABLE` fields."""
+    """Raise unless ``cfg`` differs from the saved config only in :data:`RESUMABLE` fields, or
+    in :data:`RESHARDABLE` ones that keep the maths: the same global microbatch split
+    (``data_parallel x microbatches``) and the same schedule delay (2BW = emulated tau 1)."""
     a, b = saved.to_dict(), cfg.to_dict()
+    split = (saved.run.data_parallel * saved.run.microbatches,
+             cfg.run.data_parallel * cfg.run.microbatches)
+    if split[0] != split[1] or _delay_of(saved) != _delay_of(cfg):
+        grid = ("--resume on another grid must keep data_parallel x microbatches "
+                f"({split[0]} -> {split[1]}) and the schedule's delay "
+                f"({_delay_of(saved)} -> {_delay_of(cfg)})")
+        if any(a["run"][k] != b["run"][k] for k in RESHARDABLE):
+            raise ValueError(grid)
     for sec in a:
         for key in a[sec]:
-            if a[sec][key] != b[sec].get(key) and not (sec == "run" and key in RESUMABLE):
+            if a[sec][key] != b[sec].get(key) and not (
+                    sec == "run" and (key in RESUMABLE or key in RESHARDABLE)):
                 raise ValueError(f"--resume: {sec}.{key} differs from the saved run "
                                  f"({a[sec][key]!r} -> {b[sec].get(key)!r}); only run."
                                  f"{{{', '.join(RESUMABLE)}}} may change")
@@ -335,9 +355,14 @@ def start_step(cfg: TrainConfig, paths: RunPaths, checkpoint_step: int | None) -
 
     A new run needs a directory without a run; ``--resume`` needs a checkpoint
     (``checkpoint_step``, the newest complete one, None if there is none: a typo in a run name
-    must never start a new run) and the saved config up to :data:`RESUMABLE` fields."""
+    must never start a new run) and the saved config up to :data:`RESUMABLE` fields;
+    ``--resume auto`` continues from a checkpoint when there is one and otherwise starts at 0
+    (the saved config, if any, must still be this run's)."""
     run = cfg.run
-    if run.resume:
+    if run.resume == "auto" and checkpoint_step is None:   # nothing to continue: a new run,
+        if paths.config.exists():                           # or this run before its first
+            check_resumable(load_config(paths.root), cfg)   # checkpoint (never another run's)
+    elif run.resume:
         if checkpoint_step is None:
             raise ValueError(f"--resume: no checkpoint found in {paths.root} (nothing to resume; "
                              "drop --resume to start a new run)")

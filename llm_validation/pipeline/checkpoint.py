@@ -3,6 +3,7 @@
 Layout (one DCP checkpoint per stage, written collectively by that stage's D replicas)::
 
     checkpoints/step_<N>/stage<s>/.metadata        DCP metadata (written last, atomically)
+    (tensor keys: g/params/<full model parameter name>/<field>, see pipeline.reshard)
     checkpoints/step_<N>/stage<s>/__<d>_0.distcp   what replica d of stage s wrote
     checkpoints/step_<N>/COMPLETE                  "P D": every stage's .metadata exists
 
@@ -19,8 +20,10 @@ equal; :func:`llm_validation.pipeline.replicas.Replicas.check_identical` checks 
 before each save). Those tensors go under the same keys on every replica and DCP's planner
 writes each of them once, balancing the bytes over the replicas: each rank writes its part.
 What differs per rank (RNG states) and the non-tensor skeleton go into one small pickled blob
-per replica (key ``meta/replica<d>``). Loading reads this rank's blob and every tensor key,
-allocated from the DCP metadata (same shapes, dtypes, bits: resume is bitwise on CPU).
+per replica (key ``meta/replica<d>``). Loading (:func:`load_global`) reads, from every stage
+of the saved grid, the tensors of this rank's parameters (by their global names), allocated
+from the DCP metadata (same shapes, dtypes, bits: resume is bitwise on CPU), so a run
+continues on another P x D (:mod:`llm_validation.pipeline.reshard`).
 
 A run killed mid-save leaves a stage without ``.metadata`` and the step without
 ``COMPLETE``: only complete checkpoints are resumed; the newest :data:`KEEP_CHECKPOINTS`
@@ -41,10 +44,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from llm_validation.pipeline.reshard import merge, tensor_wanted
 from llm_validation.rundir import KEEP_CHECKPOINTS, RunPaths
 
 __all__ = ["COMPLETE", "METADATA", "ckpt_dir", "stage_dir", "save_stage_checkpoint",
-           "mark_complete", "latest_complete", "load_stage_checkpoint", "flatten", "unflatten"]
+           "mark_complete", "grid_of", "latest_complete", "load_global", "flatten", "unflatten"]
 
 COMPLETE = "COMPLETE"
 #: The file DCP writes last (atomically) into a checkpoint directory.
@@ -145,50 +149,66 @@ def mark_complete(paths: RunPaths, step: int, stages: int, replicas: int, wait_s
             shutil.rmtree(old, ignore_errors=True)
 
 
-def latest_complete(paths: RunPaths, stages: int, replicas: int = 1) -> tuple[int, Path] | None:
-    """``(step, dir)`` of the newest complete checkpoint; one of another P x D is an error
-    (a run resumes onto the same grid)."""
+def grid_of(directory: Path) -> tuple[int, int]:
+    """``(P, D)`` a complete checkpoint was saved with (its ``COMPLETE`` marker)."""
+    fields = (Path(directory) / COMPLETE).read_text().split()
+    if not fields:
+        raise ValueError(f"checkpoint {directory}: empty {COMPLETE} marker")
+    return int(fields[0]), int(fields[1]) if len(fields) > 1 else 1
+
+
+def latest_complete(paths: RunPaths) -> tuple[int, Path] | None:
+    """``(step, dir)`` of the newest complete checkpoint, whatever P x D saved it (keys are
+    global: :mod:`llm_validation.pipeline.reshard`; :func:`grid_of` tells its grid)."""
     if not paths.checkpoints.is_dir():
         return None
-    found = []
-    for child in paths.checkpoints.iterdir():
-        m = _STEP_DIR.match(child.name)
-        if m and (child / COMPLETE).exists():
-            fields = (child / COMPLETE).read_text().split()
-            shape = (int(fields[0]), int(fields[1]) if len(fields) > 1 else 1) if fields else None
-            if shape != (stages, replicas):
-                got = "?" if shape is None else f"{shape[0]} stages x {shape[1]} replicas"
-                raise ValueError(f"checkpoint {child} has {got}; this run has {stages} stages x "
-                                 f"{replicas} replicas (resume onto the same P x D)")
-            found.append((int(m.group(1)), child))
+    found = [(int(m.group(1)), child) for child in paths.checkpoints.iterdir()
+             if (m := _STEP_DIR.match(child.name)) and (child / COMPLETE).exists()]
     return max(found) if found else None
 
 
 # ---------------------------------------------------------------------------------- load
-def load_stage_checkpoint(directory: Path, stage: int, replica: int, device: torch.device
-                          ) -> tuple[Any, dict[str, Any]]:
-    """``(shared, own)`` of one stage and replica from a complete checkpoint ``directory``
-    (``checkpoints/step_<N>``). Reads without collectives (each rank its own)."""
+def _read_stage(path: Path, names: set[str], meta_key: str) -> tuple[dict[str, Any], Any]:
+    """(tensors of ``names``, the pickled blob ``meta_key``) of one stage's DCP checkpoint;
+    reads without collectives, only the tensors this rank needs."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    path = Path(directory) / f"stage{stage}"
     if not (path / METADATA).is_file():
         raise FileNotFoundError(f"checkpoint not found: {path / METADATA}")
     reader = dcp.FileSystemReader(path)
-    meta_key = f"meta/replica{replica}"
     state: dict[str, Any] = {}
     for key, md in reader.read_metadata().state_dict_metadata.items():
-        if isinstance(md, TensorStorageMetadata):
+        if isinstance(md, TensorStorageMetadata) and tensor_wanted(key, names):
             state[key] = torch.empty(md.size, dtype=md.properties.dtype)
         elif key == meta_key:
             state[key] = io.BytesIO()
     if meta_key not in state:
-        raise ValueError(f"checkpoint {path} holds no state of replica {replica}")
+        raise ValueError(f"checkpoint {path} holds no {meta_key}")
     with warnings.catch_warnings():   # no_dist: DCP warns that it assumes one process
         warnings.simplefilter("ignore", UserWarning)
         dcp.load(state, storage_reader=dcp.FileSystemReader(path), no_dist=True)
     blob = state.pop(meta_key)
     blob.seek(0)
-    meta = pickle.loads(blob.read())
-    return unflatten(meta["skeleton"], state, device), meta["own"]
+    return state, pickle.loads(blob.read())
+
+
+def load_global(directory: Path, names: list[str], stage: int, replica: int,
+                device: torch.device) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(global form restricted to names, own)`` from a complete checkpoint ``directory``
+    (``checkpoints/step_<N>``) saved on any grid: the parameters ``names`` (full model's
+    names) from whichever stages hold them; ``own`` (RNG, positions) of the same stage and
+    replica if the grid had them, else of stage 0, replica 0."""
+    P, D = grid_of(directory)
+    wanted = set(names)
+    parts, own = [], None
+    for s in range(P):
+        mine = s == stage and replica < D and stage < P
+        key = f"meta/replica{replica if mine else 0}"
+        tensors, meta = _read_stage(Path(directory) / f"stage{s}", wanted, key)
+        skeleton = meta["skeleton"]
+        skeleton["params"] = {n: v for n, v in skeleton["params"].items() if n in wanted}
+        parts.append(unflatten(skeleton, tensors, device))
+        if mine or (own is None and s == 0):
+            own = meta["own"]
+    return merge(parts), own

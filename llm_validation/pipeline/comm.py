@@ -25,7 +25,7 @@ from torch import Tensor
 
 from llm_validation.pipeline.faults import follow_waits
 
-__all__ = ["StageFailure", "StageLink", "LOST", "TIMEOUT", "MESSAGE_BYTES", "encode_message",
+__all__ = ["StageFailure", "StageLink", "post_batch", "LOST", "TIMEOUT", "MESSAGE_BYTES", "encode_message",
            "decode_message", "is_timeout"]
 
 #: failure kinds in :class:`StageFailure` (the launcher ranks them: a lost connection means the
@@ -53,24 +53,40 @@ def is_timeout(exc: BaseException) -> bool:
 class _Pending:
     """An issued non-blocking op with what is needed to wait on it and explain a failure."""
 
-    __slots__ = ("work", "tensor", "peer", "what")
+    __slots__ = ("work", "tensor", "peer", "what", "unstage")
 
-    def __init__(self, work: Any, tensor: Tensor, peer: int, what: str):
+    def __init__(self, work: Any, tensor: Any, peer: int, what: str, unstage: bool = False):
         self.work, self.tensor, self.peer, self.what = work, tensor, peer, what
+        self.unstage = unstage   # a received host copy to move to the stage's device
 
 
 class _AllWorks:
-    """Several works (a group of p2p ops) waited on as one."""
+    """The works of one batch of p2p ops, waited on as one. Several pendings share it (the
+    sends of one flush); it waits once (a gloo work must not be waited on twice)."""
 
     def __init__(self, works: list) -> None:
         self.works = list(works)
+        self.done = False
 
-    def wait(self, timeout: datetime.timedelta) -> None:
+    def wait(self, timeout: datetime.timedelta | None) -> None:
+        if self.done:
+            return
         for w in self.works:
-            w.wait(timeout)
+            if timeout is None:
+                w.wait()
+            else:
+                w.wait(timeout)
+        self.done = True
 
     def is_completed(self) -> bool:
-        return all(w.is_completed() for w in self.works)
+        return self.done or all(w.is_completed() for w in self.works)
+
+
+def post_batch(ops: list) -> _AllWorks:
+    """Post ``ops`` (``dist.P2POp``) as one ``batch_isend_irecv``: the one way this module
+    posts point-to-point ops, so sender and receiver of every message use the same kind (the
+    NCCL rule, :mod:`llm_validation.pipeline.p2p_trace`)."""
+    return _AllWorks(dist.batch_isend_irecv(ops))
 
 
 class StageLink:
@@ -85,7 +101,8 @@ class StageLink:
     ``ranks``: the global rank of each stage of this pipeline row (default ``range(stages)``);
     peers are addressed, published and blamed by global rank.
     ``grouped``: hold sends back and issue them in one ``batch_isend_irecv`` group with the next
-    receive, as torch's own schedules do (required with NCCL; gloo sends at once).
+    receive, as torch's own schedules do (required with NCCL; gloo sends at once). Every op,
+    grouped or not, is posted through :func:`post_batch` (never a plain ``isend``/``irecv``).
     """
 
     def __init__(
@@ -103,6 +120,7 @@ class StageLink:
         store: Any = None,
         grouped: bool = False,
         ranks: tuple[int, ...] | None = None,
+        staging: bool = False,
     ):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -111,7 +129,13 @@ class StageLink:
         self.timeout = datetime.timedelta(seconds=float(timeout_s))
         self.group, self.control_group = group, control_group
         self.status, self.store = status, store
-        self.grouped = grouped
+        self.grouped, self.staging = grouped, staging
+        # the tensors on the wire: host copies when staging (gloo between ranks sharing a GPU)
+        self.comm_device = torch.device("cpu") if staging else device
+        # gloo (host tensors): bounded host waits; NCCL: wait() only makes the current stream
+        # wait (no host busy-wait), hangs are caught by the process group's own timeout
+        self.host_waits = self.comm_device.type == "cpu"
+        self.staged = {"tensors": 0, "bytes": 0}   # host copies made (both directions)
         self.ranks = tuple(range(stages)) if ranks is None else tuple(ranks)
         if len(self.ranks) != stages:
             raise ValueError(f"ranks={self.ranks} must name one global rank per stage ({stages})")
@@ -124,7 +148,7 @@ class StageLink:
         if self.status is not None:
             self.status["waiting_on"] = p.peer
         try:
-            p.work.wait(self.timeout)
+            p.work.wait(self.timeout if self.host_waits else None)
         except Exception as exc:  # gloo/NCCL raise RuntimeError with the transport's text
             kind = TIMEOUT if is_timeout(exc) else LOST
             detail = str(exc).splitlines()[0][:300]
@@ -161,17 +185,14 @@ class StageLink:
 
     # -- activations (s -> s+1) and their gradients (s+1 -> s) -------------------------------
     def _post_recv(self, src: int, what: str) -> _Pending:
-        buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.device)
-        if not (self.grouped and self._outbox):
-            return _Pending(dist.irecv(buf, src=src, group=self.group), buf, src, what)
-        # grouped mode: the sends held back go out in one group with this receive (NCCL needs
+        buf = torch.empty(self.act_shape, dtype=self.act_dtype, device=self.comm_device)
+        # grouped mode: the sends held back go out in one batch with this receive (NCCL needs
         # this: two ranks that both block in a send to each other would deadlock)
         sends, self._outbox = self._outbox, []
         ops = [dist.P2POp(dist.isend, t, peer, group=self.group) for t, peer, _ in sends]
         ops.append(dist.P2POp(dist.irecv, buf, src, group=self.group))
-        works = dist.batch_isend_irecv(ops)
-        keep = (buf, [t for t, _, _ in sends])     # the send tensors live until the group is done
-        return _Pending(_AllWorks(works), keep, src, what)
+        keep = (buf, [t for t, _, _ in sends])     # the send tensors live until the batch is done
+        return _Pending(post_batch(ops), keep, src, what, unstage=self.staging)
 
     def post_recv_activation(self, mb: int) -> _Pending:
         """Post the receive of microbatch ``mb``'s input activation from stage ``s-1``."""
@@ -186,7 +207,26 @@ class StageLink:
     def wait(self, pending: _Pending) -> Tensor:
         """The received tensor of a posted receive, waiting at most ``timeout_s``."""
         out = self._wait(pending)
-        return out[0] if isinstance(out, tuple) else out
+        out = out[0] if isinstance(out, tuple) else out
+        return self._unstage(out) if pending.unstage else out
+
+    def _stage(self, t: Tensor) -> Tensor:
+        """A host copy of ``t`` to send (a fresh buffer even when ``t`` is on the host)."""
+        host = torch.empty(t.shape, dtype=t.dtype, device=self.comm_device)
+        host.copy_(t)
+        self._count(host)
+        return host
+
+    def _unstage(self, host: Tensor) -> Tensor:
+        """A received host tensor on this stage's device (a fresh buffer)."""
+        self._count(host)
+        out = torch.empty(host.shape, dtype=host.dtype, device=self.device)
+        out.copy_(host)
+        return out
+
+    def _count(self, t: Tensor) -> None:
+        self.staged["tensors"] += 1
+        self.staged["bytes"] += t.numel() * t.element_size()
 
     def send_activation(self, h: Tensor, mb: int) -> None:
         """Send this stage's output ``h`` of ``mb`` to stage ``s+1`` (non-blocking; grouped mode:
@@ -206,23 +246,30 @@ class StageLink:
                 f"stage {self.stage}: {what} has shape {tuple(t.shape)} {t.dtype}, the link carries "
                 f"{self.act_shape} {self.act_dtype}"
             )
-        if self.grouped:
-            self._outbox.append((t, peer, what))
-            return
-        self._sends.append(_Pending(dist.isend(t, dst=peer, group=self.group), t, peer, what))
-        self._reap()
+        if self.staging:
+            t = self._stage(t)
+        self._outbox.append((t, peer, what))
+        if not self.grouped:
+            self.flush()
+            self._reap()
 
     def flush(self) -> None:
-        """Grouped mode: issue the sends held back (before the stage may block elsewhere)."""
+        """Issue the sends held back, as one batch (grouped mode: before the stage may block
+        elsewhere; otherwise every send is flushed at once)."""
         sends, self._outbox = self._outbox, []
-        for t, peer, what in sends:
-            self._sends.append(_Pending(dist.isend(t, dst=peer, group=self.group), t, peer, what))
+        if not sends:
+            return
+        work = post_batch([dist.P2POp(dist.isend, t, peer, group=self.group)
+                           for t, peer, _ in sends])
+        for t, peer, what in sends:      # each keeps its tensor alive until the batch is done
+            self._sends.append(_Pending(work, t, peer, what))
 
     # -- control messages (statistics and results, to stage 0) -------------------------------
     def send_message(self, obj: dict, dst: int, what: str) -> None:
         """Non-blocking send of a small JSON-able dict to rank ``dst`` on the control group."""
         buf = encode_message(obj)
-        self._messages.append(_Pending(dist.isend(buf, dst=dst, group=self.control_group), buf, dst, what))
+        work = post_batch([dist.P2POp(dist.isend, buf, dst, group=self.control_group)])
+        self._messages.append(_Pending(work, buf, dst, what))
         while self._messages and self._messages[0].work.is_completed():
             self._wait(self._messages.popleft())
 
@@ -230,7 +277,8 @@ class StageLink:
         """Post the receive of one message from rank ``src`` (read it with :func:`decode_message`
         on :meth:`wait`'s result)."""
         buf = torch.empty(MESSAGE_BYTES, dtype=torch.uint8)
-        return _Pending(dist.irecv(buf, src=src, group=self.control_group), buf, src, what)
+        return _Pending(post_batch([dist.P2POp(dist.irecv, buf, src, group=self.control_group)]),
+                        buf, src, what)
 
 
 def encode_message(obj: dict) -> Tensor:

@@ -22,7 +22,8 @@ fails in its own code (an exception). Everything a stage learns is written as a 
 
 Fault injection (tests only): ``DELAYBOUND_PIPE_FAULT="stage=S,step=T,kind=die|hang"`` makes
 stage S kill itself (SIGKILL) or sleep forever right after its optimizer step T
-(:func:`inject_fault`), after writing ``logs/fault_injected.json`` with the time.
+(:func:`inject_fault`), after writing ``logs/fault_injected.json`` with the time; a fault fires
+once per run directory (that file present: no fault), so a restarted rank runs on.
 """
 
 from __future__ import annotations
@@ -93,8 +94,11 @@ def parse_fault(text: str | None) -> FaultSpec | None:
 
 
 def inject_fault(run_dir: str, rank: int, fault: FaultSpec | None, step: int) -> None:
-    """Tests: kill (SIGKILL) or hang this process after optimizer step ``step`` if told to."""
+    """Tests: kill (SIGKILL) or hang this process after optimizer step ``step`` if told to;
+    once per run directory (a process restarted by torchrun, or a resumed run, goes on)."""
     if fault is None or fault.stage != rank or fault.step != step:
+        return
+    if (logs_dir(run_dir) / "fault_injected.json").exists():
         return
     print(f"[fault injection] stage {rank}: {fault.kind} after step {step}", flush=True)
     write_report(run_dir, rank, {"stage": rank, "step": step, "kind": fault.kind,

@@ -41,6 +41,7 @@ import torch
 from llm_validation.config import PIPELINE_KINDS, TrainConfig
 from llm_validation.pipeline.checkpoint import latest_complete
 from llm_validation.pipeline.data_parallel import run_dp_replica
+from llm_validation.pipeline.devices import pipeline_backend
 from llm_validation.pipeline.faults import PipelineFailure, parse_fault
 from llm_validation.pipeline.processes import (DEFAULT_TIMEOUT_S, WorkerContext, run_worker,
                                                spawn_stages, torchrun_env)
@@ -107,7 +108,7 @@ def _result(cfg: TrainConfig, start: int, wall: float) -> RunResult:
 def _prepare(cfg: TrainConfig, paths: RunPaths, write: bool) -> int:
     """Run-directory checks; returns the step to start from (``write``: rank 0's edits)."""
     run = cfg.run
-    found = latest_complete(paths, run.stages, run.data_parallel) if run.resume else None
+    found = latest_complete(paths) if run.resume else None
     start = start_step(cfg, paths, found[0] if found is not None else None)
     if write:
         (paths.root / "logs").mkdir(parents=True, exist_ok=True)
@@ -138,26 +139,23 @@ def launch_pipeline(cfg: TrainConfig, progress: bool = True) -> RunResult:
     world = run.stages * run.data_parallel
     dp_mode = dp_reduction()
     device = resolve_device(run.device)
-    backend = "nccl" if device.type == "cuda" else "gloo"
+    env = torchrun_env()
+    local = world if env is None else int(os.environ.get("LOCAL_WORLD_SIZE", env["world"]))
+    backend = pipeline_backend(device, local)   # ranks sharing a GPU: gloo + host staging
     timeout_s = float(os.environ.get("DELAYBOUND_PIPE_TIMEOUT_S", DEFAULT_TIMEOUT_S))
     if not timeout_s > 0:
         raise ValueError(f"DELAYBOUND_PIPE_TIMEOUT_S={timeout_s} must be > 0")
     fault = parse_fault(os.environ.get("DELAYBOUND_PIPE_FAULT"))
     paths = RunPaths(run.out_dir)
     t0 = time.perf_counter()
-    env = torchrun_env()
     if env is None:
-        if device.type == "cuda" and torch.cuda.device_count() < world:
-            raise ValueError(f"--stages {run.stages} x --data-parallel {run.data_parallel} on one "
-                             f"machine needs one GPU per rank ({world}); "
-                             f"{torch.cuda.device_count()} visible (use torchrun across machines)")
         start = _prepare(cfg, paths, write=True)
         args = (cfg.to_dict(), start, threads_per_stage(world), False, dp_mode)
         try:
             spawn_stages(stage_body, args, world=world, run_dir=paths.root, backend=backend,
                          timeout_s=timeout_s, fault=fault, progress=progress, stages=run.stages)
         except PipelineFailure as exc:
-            found = latest_complete(paths, run.stages, run.data_parallel)
+            found = latest_complete(paths)
             where = (f"last complete checkpoint: step {found[0]} ({found[1]}); continue with "
                      "--resume" if found else "no complete checkpoint yet")
             raise PipelineFailure(f"{exc}; {where}", exc.stage) from None
@@ -170,7 +168,6 @@ def launch_pipeline(cfg: TrainConfig, progress: bool = True) -> RunResult:
         deadline = time.monotonic() + timeout_s
         while not (paths.root / "logs").is_dir() and time.monotonic() < deadline:
             time.sleep(0.1)
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     args = (cfg.to_dict(), start, threads_per_stage(local), True, dp_mode)
     run_worker(stage_body, args, rank=env["rank"], world=env["world"], local_rank=env["local_rank"],
                run_dir=str(paths.root), backend=backend, timeout_s=timeout_s, fault=fault,

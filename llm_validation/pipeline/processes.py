@@ -44,6 +44,8 @@ from llm_validation.pipeline.faults import (
     write_report,
 )
 from llm_validation.pipeline.mesh import Mesh, build_mesh, rank_label
+from llm_validation.pipeline import p2p_trace
+from llm_validation.training import host_syncs
 
 __all__ = [
     "WorkerContext",
@@ -146,14 +148,31 @@ def run_worker(
     if stale.exists():
         stale.unlink()
     timeout = datetime.timedelta(seconds=timeout_s)
+    trace = os.environ.get(p2p_trace.TRACE_ENV)
+    if trace:
+        p2p_trace.install()
+    counts = os.environ.get(host_syncs.HOST_SYNCS_ENV)
     try:
+        init: dict[str, Any] = {}
         if backend == "nccl":   # one GPU per rank, chosen before any NCCL communicator exists
             torch.cuda.set_device(local_rank)
+            # eager init: the group's communicator exists at once, subgroups are split from
+            # it, and p2p ops use it instead of a lazily created two-rank communicator
+            init["device_id"] = torch.device("cuda", local_rank)
         if store_addr is not None:
             store = dist.TCPStore(store_addr[0], store_addr[1], is_master=False, timeout=timeout)
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
-        else:
-            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=timeout)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world,
+                                    timeout=timeout, **init)
+        else:   # torchrun: the agent's store outlives restarts; each attempt gets its own
+            # key space, so a restarted rank never reads the dead attempt's gloo addresses
+            attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+            agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+            base = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                 world_size=world, is_master=rank == 0 and not agent,
+                                 timeout=timeout)
+            store = dist.PrefixStore(f"delaybound/attempt{attempt}/", base)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world,
+                                    timeout=timeout, **init)
         mesh = build_mesh(rank, world, stages or world, backend, timeout)
         control = dist.new_group(backend="gloo", timeout=timeout)
         store = dist.distributed_c10d._get_default_store()
@@ -165,6 +184,8 @@ def run_worker(
                             control_group=control, store=store, status=status)
         print(f"{mesh.label()} of {world} ranks up (pid {os.getpid()}, backend {backend}, "
               f"mesh dp={mesh.replicas} x pp={mesh.stages})", flush=True)
+        if counts:
+            host_syncs.install()
         result = body(ctx, *body_args)
     except StageFailure as exc:
         write_report(run_dir, rank, {"stage": rank, "peer": exc.peer, "kind": exc.kind,
@@ -178,6 +199,11 @@ def run_worker(
                                      "time": time.time()})
         traceback.print_exc()
         raise
+    finally:
+        if trace:
+            p2p_trace.write(trace, rank)
+        if counts:
+            host_syncs.write(counts, rank)
     try:
         dist.destroy_process_group()
     except Exception:  # pragma: no cover - teardown only

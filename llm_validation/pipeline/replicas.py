@@ -166,7 +166,7 @@ class Replicas:
         local = [g.clone() for g in grads] if noise is not None else None
         self.reduce(grads)
         if noise is not None:
-            spread = sum(float(torch.linalg.vector_norm(a - g, dtype=torch.float64)) ** 2
+            spread = sum(torch.linalg.vector_norm(a - g, dtype=torch.float64).square()
                          for a, g in zip(local, grads))
             noise.ss = self.sum(noise.ss + M * spread)
         return noise
@@ -188,10 +188,15 @@ class Replicas:
                 out.extend(every[d][start:start + per].unbind())
         return out
 
-    def sum(self, x: float) -> float:
-        """Sum of a float64 scalar over the replicas."""
+    def sum(self, x: float | Tensor) -> float | Tensor:
+        """Sum of a float64 scalar over the replicas: a device tensor is reduced on the
+        device (data-parallel group, no host read), a float on the control group."""
         if self.D == 1:
             return x
+        if isinstance(x, Tensor):
+            t = x.detach().double().reshape(1).clone()
+            dist.all_reduce(t, group=self.group)
+            return t[0]
         t = torch.tensor([x], dtype=torch.float64)
         dist.all_reduce(t, group=self.control)
         return float(t)

@@ -30,20 +30,24 @@ from typing import Any
 import torch
 
 from llm_validation.config import TrainConfig
-from llm_validation.pipeline.checkpoint import (ckpt_dir, load_stage_checkpoint, mark_complete,
+from llm_validation.pipeline.checkpoint import (ckpt_dir, load_global, mark_complete,
                                                 save_stage_checkpoint)
 from llm_validation.pipeline.comm import StageLink
+from llm_validation.pipeline.devices import host_staging, rank_device
 from llm_validation.pipeline.executor import StageExecutor, detached_leaves
 from llm_validation.pipeline.metrics import MetricsCollector
 from llm_validation.pipeline.processes import WorkerContext
 from llm_validation.pipeline.profile import ActionTimer, write_stage_profile
 from llm_validation.pipeline.replicas import Replicas, pop_grads
+from llm_validation.pipeline.reshard import globalize, localize
 from llm_validation.pipeline.schedule import STEP, schedule_2bw
-from llm_validation.pipeline.stage import StageSetup
+from llm_validation.pipeline.stage import StageSetup, stage_param_names
 from llm_validation.rundir import (MetricsWriter, RunPaths, diverged_message, environment,
                                    rng_state, set_rng_state, write_json)
 from llm_validation.training.loop import resolve_device
-from llm_validation.training.model import mean_loss
+from llm_validation.training import host_syncs, stats
+from llm_validation.training.determinism import configure_numerics
+from llm_validation.training.model import batch_loss
 from llm_validation.training.optim import lr_factor, set_lr
 from llm_validation.training.probe import StepProbe, observed_step
 
@@ -75,17 +79,18 @@ class StageRun:
                              f"data_parallel x stages = {self.D} x {self.P}")
         self.is_writer = ctx.rank == 0          # stage 0 of replica 0 writes the run directory
         self.replicas = Replicas(mesh, dp_mode)
-        device = resolve_device(run.device)
+        device = rank_device(resolve_device(run.device), ctx.local_rank)
         if device.type == "cuda":
-            device = torch.device("cuda", ctx.local_rank)
             torch.cuda.set_device(device)
+        self.numerics = configure_numerics(device, run.deterministic)
         self.device = device
         self.setup = setup = StageSetup(cfg, self.s, self.P, device, replica=self.d,
                                         replicas=self.D)
         common = dict(stage=self.s, stages=self.P, device=device, act_shape=setup.act_shape,
                       act_dtype=setup.act_dtype, timeout_s=ctx.timeout_s,
                       control_group=ctx.control_group, status=ctx.status, store=ctx.store,
-                      grouped=grouped_sends(ctx.backend), ranks=mesh.pp_ranks)
+                      grouped=grouped_sends(ctx.backend), ranks=mesh.pp_ranks,
+                      staging=host_staging(ctx.backend, device))
         self.link = StageLink(group=mesh.pp_group, **common)
         self.side = StageLink(group=ctx.side_group, **common)
         self.timer = ActionTimer() if run.profile else None
@@ -101,10 +106,11 @@ class StageRun:
         self.step_clock: list[float] = []   # stage 0: perf_counter() when each step begins
         self.weight_tensors: list[torch.Tensor] = []   # weight versions besides the master
         self.weight_peak = 0
+        local = stage_param_names(cfg, self.s, self.P, setup.names)
+        self.global_names = [local[n] for n in setup.names]   # full model's, opt.params order
         if start > 0:
-            self.loaded, own = load_stage_checkpoint(ckpt_dir(self.paths, start), self.s, self.d,
-                                                     device)
-            self._restore(self.loaded, own)
+            self._restore(*load_global(ckpt_dir(self.paths, start), self.global_names, self.s,
+                                       self.d, device))
         if self.is_writer:
             self._write_config()
             self.writer = MetricsWriter(self.paths.metrics)
@@ -115,6 +121,7 @@ class StageRun:
         setup = self.setup
         meta = {"environment": environment(), "corpus": setup.corpus_description,
                 "n_params": setup.n_params, "resumed_from_step": self.start or None,
+                "numerics": self.numerics,
                 "pipeline": {"kind": self.cfg.run.pipeline, "stages": self.P,
                              "microbatches": self.M, "data_parallel": self.D,
                              "mesh": {"dp": self.D, "pp": self.P},
@@ -122,17 +129,22 @@ class StageRun:
                              "world": self.ctx.world, "threads_per_stage": torch.get_num_threads()}}
         write_json(self.paths.config, {**self.cfg.to_dict(), "meta": meta})
 
-    def _restore(self, ck: dict[str, Any], own: dict[str, Any]) -> None:
-        if (own["stages"], own["replicas"], own["step"]) != (self.P, self.D, self.start):
-            raise ValueError(f"checkpoint of step {own['step']} with {own['stages']} stages x "
-                             f"{own['replicas']} replicas does not match step {self.start} with "
-                             f"{self.P} x {self.D}")
+    def _restore(self, state: dict[str, Any], own: dict[str, Any]) -> None:
+        """Load this stage's parameters' state from the global form (any saved grid);
+        ``self.loaded["previous"]``: the 2BW version W(t-1), for the runtime."""
+        if own["step"] != self.start:
+            raise ValueError(f"checkpoint of step {own['step']} does not match step {self.start}")
+        opt = self.setup.opt
+        master, previous, opt_sd, probe_sd = localize(state, self.global_names,
+                                                      opt.state_dict(), opt.taus)
         with torch.no_grad():
-            for n, p in self.setup.master().items():
-                p.copy_(ck["master"][n])
-        self.setup.opt.load_state_dict(ck["optimizer"])
-        self.probe.load_state_dict(ck["probe"])
+            for p, w in zip(opt.params, master):
+                p.copy_(w)
+        opt.load_state_dict(opt_sd)
+        self.probe.load_state_dict(probe_sd)
         set_rng_state(own["rng"])
+        self.loaded = {"previous": None if previous is None else
+                       dict(zip(self.setup.names, previous))}
 
     def weight_bytes(self) -> int:
         """Bytes of the distinct storages holding this stage's weights (master + versions)."""
@@ -192,10 +204,11 @@ class StageRun:
 
     def gradient_pass(self, weights: dict[str, torch.Tensor], count: int,
                       data: list[torch.Tensor] | None
-                      ) -> tuple[list[torch.Tensor], float | None]:
+                      ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
         """A side pass of ``count`` microbatches per replica through the pipeline at
         ``weights`` (``detached_leaves``): the gradient of the global batch averaged over the
-        replicas (``setup.names`` order) and, on the last stage, the batch's mean loss."""
+        replicas (``setup.names`` order) and, on the last stage, the batch's mean loss (a device
+        tensor, read with the step's statistics)."""
         if not self.replicas.ordered:
             grads, losses = self.exec.gradient_pass(weights, count, data)
             self.replicas.reduce(grads)
@@ -212,20 +225,24 @@ class StageRun:
             grads = self.replicas.fold(captured, leaves)
         if not self.setup.is_last:
             return grads, None
-        return grads, mean_loss(self.replicas.gather_losses(losses))
+        return grads, batch_loss(self.replicas.gather_losses(losses))
 
     # ----------------------------------------------------------------------------- step
     def optimizer_step(self, t: int, read_point: list[torch.Tensor], noise: Any,
-                       other: list[torch.Tensor] | None = None
+                       other: list[torch.Tensor] | None = None,
+                       f_other: torch.Tensor | None = None
                        ) -> tuple[dict[str, float], float | None]:
         """Step t with ``p.grad`` set (:func:`training.probe.observed_step`, the emulator's own
-        step). Returns (partials, f_x of the side pass on the last stage of an active 2BW step)."""
+        step). Returns (partials, the loss of the pair's other point: f_x of the side pass on
+        the last stage of an active 2BW step, or ``f_other``), read from the device with one
+        copy: the stage's one host synchronisation of the step."""
         set_lr(self.setup.opt, lr_factor(t, self.cfg.optim, self.N))
         aux = self.aux.pop(t, {})
         part = observed_step(self.probe, t, read_point=read_point,
                              other_grads=aux.get("other", other), big_grad=aux.get("big"),
                              noise=noise)
-        return part, aux.get("f_x")
+        host = stats.to_host(part, f_pair=aux.get("f_x", f_other))
+        return host, host.pop("f_pair", None)
 
     def end_step(self, t: int, part: dict[str, float], loss: float | None,
                  previous: dict[str, torch.Tensor], f_x: float | None = None,
@@ -237,6 +254,7 @@ class StageRun:
         if due:
             self.checkpoint(t, previous)
         self.report(t, part, loss, f_x=f_x, f_y=f_y)
+        host_syncs.mark(t)                    # tests: the step's window of host reads
         if self.is_writer:
             self.collector.write_through(t if due else t - 1, self.lr_of)
             if due:
@@ -285,8 +303,9 @@ class StageRun:
         DCP checkpoint per stage written by its replicas together (``pipeline.checkpoint``)."""
         master = self.setup.master()
         self.replicas.check_identical(list(master.values()), f"weights of stage {self.s}")
-        shared = {"master": master, "previous": previous,
-                  "optimizer": self.setup.opt.state_dict(), "probe": self.probe.state_dict()}
+        shared = globalize(self.global_names, list(master.values()),
+                           None if previous is None else [previous[n] for n in self.setup.names],
+                           self.setup.opt.state_dict(), self.probe.state_dict())
         own = {"step": t + 1, "stage": self.s, "stages": self.P, "replica": self.d,
                "replicas": self.D, "rng": rng_state(), "sampler_position": t + 1,
                "config": self.cfg.to_dict()}
@@ -302,7 +321,9 @@ class StageRun:
             write_stage_profile(self.paths.root, self.s, self.timer)
         memory = {"stage": self.s, "weight_bytes_peak": self.weight_peak,
                   "weight_bytes_one_copy": sum(p.numel() * p.element_size()
-                                               for p in self.setup.opt.params)}
+                                               for p in self.setup.opt.params),
+                  "staged": {k: self.link.staged[k] + self.side.staged[k]
+                             for k in self.link.staged}}
         final_val, stages_memory = None, [memory]
         own = {"step": "final", "val_loss": self.val_loss.pop(self.N, None), "memory": memory}
         if self.is_writer:

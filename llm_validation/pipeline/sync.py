@@ -178,14 +178,14 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
     setup, probe, M, N, dp = sr.setup, sr.probe, sr.M, sr.N, sr.replicas
     opt = setup.opt
     mb_losses: list[torch.Tensor] = []
-    every_loss: list[torch.Tensor] = []     # all replicas' microbatch losses of the step
+    step_loss: list[float] = []             # the step's loss (last stage), read once
 
     def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         loss = setup.loss(out, target)
         mb_losses.append(loss.detach())
         if len(mb_losses) == M:
-            every_loss[:] = dp.gather_losses(mb_losses)
-            if not math.isfinite(mean_loss(every_loss)):
+            step_loss[:] = [mean_loss(dp.gather_losses(mb_losses))]
+            if not math.isfinite(step_loss[0]):
                 sr.flag_divergence(step)   # before the last backward, as in 2BW
         return loss / M
 
@@ -230,7 +230,7 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
         trigger.target = None
         sr.step_clock.append(time.perf_counter())
         ctx.heartbeat()
-        loss = mean_loss(every_loss) if setup.is_last else None
+        loss = step_loss[0] if setup.is_last else None
         stop = sr.divergence(step, loss)
         if stop is not None:
             status, done, message = "diverged", step, stop
@@ -254,7 +254,8 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
         if sr.timer is not None:
             sr.timer.add("side", time.perf_counter() - t_side, count=0)
             sr.timer.start("step")
-        part, _ = sr.optimizer_step(step, [p.detach() for p in opt.params], noise, other)
+        part, f_y = sr.optimizer_step(step, [p.detach() for p in opt.params], noise, other,
+                                      f_other=f_y)
         have_pair = active and other is not None
         sr.end_step(step, part, loss, previous=None, f_x=loss if have_pair else None,
                     f_y=f_y if have_pair else None)

@@ -13,7 +13,9 @@ fixed validation batches every time; the closing evaluation on the first ``final
 of the stream when that is set). Statistics (``stats``) every ``stats_interval`` steps cost one
 extra forward/backward (the fresh gradient at W(t), or for tau = 0 the gradient at W(t-1)) and
 one dry-run optimizer step (restored exactly), and never change the trajectory.
-A non-finite loss stops the run: the row is written, status ``diverged``, message on stderr.
+A non-finite loss stops the run: the row is written, status ``diverged``, message on stderr
+(the loss is read with the step's statistics after ``opt.step``, the step's one host
+synchronisation; the weights W(t+1) of a diverged step are dropped, never saved).
 Pipeline runs are not this loop's: :func:`llm_validation.run.run` is the one place that chooses.
 Resuming (``cfg.run.resume``) loads the latest checkpoint and continues bitwise on CPU (no
 checkpoint in the directory is an error); only the fields in
@@ -39,9 +41,10 @@ from llm_validation.rundir import (MetricsWriter, RunPaths, RunResult, checkpoin
                                    rewrite_metrics_before, rng_state, save_checkpoint,
                                    set_rng_state, start_step, write_json)
 from llm_validation.training import stats
+from llm_validation.training.determinism import configure_numerics
 from llm_validation.training.data import STREAM_LARGE, STREAM_VAL, WindowSampler, load_corpus
 from llm_validation.training.delay import DelayedOptimizer
-from llm_validation.training.model import Transformer, lm_loss, mean_loss
+from llm_validation.training.model import Transformer, batch_loss, lm_loss
 from llm_validation.training.optim import build_optimizer, group_geometry, lr_factor, set_lr
 from llm_validation.training.probe import StepProbe, observed_step
 
@@ -58,8 +61,9 @@ def resolve_device(name: str) -> torch.device:
 
 def forward_backward(model: torch.nn.Module, x: Tensor, y: Tensor, microbatches: int, *,
                      ctx: Callable[[], Any] = nullcontext,
-                     observe: Callable[[], None] | None = None) -> float:
-    """Accumulate ``(loss_m / M).backward()`` over the M microbatches in order; mean loss."""
+                     observe: Callable[[], None] | None = None) -> Tensor:
+    """Accumulate ``(loss_m / M).backward()`` over the M microbatches in order; the mean loss
+    (``model.batch_loss``: a float64 tensor on the device, not read here)."""
     losses = []
     for xm, ym in zip(x.chunk(microbatches), y.chunk(microbatches)):  # [B/M, T] each
         with ctx():
@@ -68,7 +72,7 @@ def forward_backward(model: torch.nn.Module, x: Tensor, y: Tensor, microbatches:
         losses.append(loss.detach())
         if observe is not None:
             observe()
-    return mean_loss(losses)
+    return batch_loss(losses)
 
 
 @torch.no_grad()
@@ -108,9 +112,9 @@ def _check_vocab(tokens: Tensor, vocab_size: int, what: str) -> None:
 
 def gradient_at(model: torch.nn.Module, params: Sequence[Tensor], weights: Sequence[Tensor] | None,
                 x: Tensor, y: Tensor, microbatches: int, ctx: Callable[[], Any] = nullcontext
-                ) -> tuple[float, list[Tensor]]:
-    """(mean loss, gradient) of the batch at ``weights`` (None: the current parameters), leaving
-    every ``p.grad`` as it was."""
+                ) -> tuple[Tensor, list[Tensor]]:
+    """(mean loss as a device tensor, gradient) of the batch at ``weights`` (None: the current
+    parameters), leaving every ``p.grad`` as it was."""
     saved = [p.grad for p in params]
     for p in params:
         p.grad = None
@@ -134,6 +138,7 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                          f"{cfg.run.pipeline!r} runs through llm_validation.run.run")
     run, t_start = cfg.run, time.perf_counter()
     paths, device = RunPaths(run.out_dir), resolve_device(run.device)
+    numerics = configure_numerics(device, run.deterministic)
     ctx = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) \
         if run.dtype == "bfloat16" else nullcontext
     corpus = load_corpus(cfg.data)
@@ -175,7 +180,7 @@ def train(cfg: TrainConfig, *, progress: bool = True,
     rewrite_metrics_before(paths.metrics, start)
     write_json(paths.config, {**cfg.to_dict(), "meta": {
         "environment": environment(), "corpus": corpus.description, "n_params": n_params,
-        "resumed_from_step": start if ckpt is not None else None}})
+        "resumed_from_step": start if ckpt is not None else None, "numerics": numerics}})
 
     def checkpoint(done: int) -> None:
         save_checkpoint(paths, done, {"step": done, "model": model.state_dict(),
@@ -184,7 +189,7 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                                       "probe": probe.state_dict(), "rng": rng_state(),
                                       "config": cfg.to_dict()})
 
-    status, message = "completed", ""
+    status, message, done = "completed", "", None
     every = max(1, run.steps // 20)
     with MetricsWriter(paths.metrics) as metrics:
         for step in range(start, run.steps):
@@ -193,37 +198,41 @@ def train(cfg: TrainConfig, *, progress: bool = True,
             val_loss = None
             if run.eval_interval and step % run.eval_interval == 0:
                 val_loss = evaluate(model, val_batches, run.microbatches, ctx)   # at W(t)
-            x, y = (t.to(device) for t in sampler.next())                       # [B, T]
-            if not corpus.byte_level:
+            x, y = sampler.next()                                                # [B, T]
+            if not corpus.byte_level:          # on the host copy: no device synchronisation
                 _check_vocab(y, cfg.model.vocab_size, f"training batch {step}")
+            x, y = x.to(device), y.to(device)
             active = probe.active(step)
             noise = stats.MicrobatchGradVariance(params, run.microbatches) \
                 if active and run.microbatches > 1 else None
             with opt.delayed_weights():                                          # W(t - tau)
-                loss = forward_backward(model, x, y, run.microbatches, ctx=ctx,
-                                        observe=noise.observe if noise else None)
-            if not math.isfinite(loss):
-                status, message = "diverged", diverged_message(loss, step)
-                metrics.write(diverged_row(step, loss, val_loss, cfg.optim.lr * factor))
-                print(f"[train] {message}", file=sys.stderr, flush=True)
-                break
+                loss_t = forward_backward(model, x, y, run.microbatches, ctx=ctx,
+                                          observe=noise.observe if noise else None)
             tau_now = probe.tau = opt.current_tau   # 0 in a synchronous start / cooldown phase
             read_point = opt.read_weights() if active else []
             other = big = f_x = f_y = None
             if active and tau_now > 0:   # the pair (W(t), read point): fresh gradient at W(t)
                 f_x, other = gradient_at(model, params, None, x, y, run.microbatches, ctx)
-                f_y = loss
+                f_y = loss_t
             elif active:                 # the pair (W(t), W(t-1)): this step's gradient is fresh
                 y_pt = probe.other_point(step)
                 if y_pt is not None:
                     f_y, other = gradient_at(model, params, y_pt, x, y, run.microbatches, ctx)
-                    f_x = loss
+                    f_x = loss_t
             if probe.momentum_due(step):
                 xb, yb = large.batch(step)
                 _, big = gradient_at(model, params, None, xb.to(device), yb.to(device),
                                      run.microbatches * run.large_batch_factor, ctx)
             part = observed_step(probe, step, read_point=read_point, other_grads=other,
                                  big_grad=big, noise=noise)                      # W(t+1)
+            # the step's one host synchronisation: loss, f(x), f(y) and every partial sum
+            part = stats.to_host(part, loss=loss_t, f_x=f_x, f_y=f_y)
+            loss, f_x, f_y = part.pop("loss"), part.pop("f_x", None), part.pop("f_y", None)
+            if not math.isfinite(loss):  # read after the step: W(t+1) is dropped, not saved
+                status, message, done = "diverged", diverged_message(loss, step), step
+                metrics.write(diverged_row(step, loss, val_loss, cfg.optim.lr * factor))
+                print(f"[train] {message}", file=sys.stderr, flush=True)
+                break
             row = stats.finalize(part, step=step, loss=loss, lr=cfg.optim.lr * factor,
                                  val_loss=val_loss, microbatches=run.microbatches,
                                  f_x=f_x, f_y=f_y)
@@ -237,7 +246,7 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                       f"lr {cfg.optim.lr * factor:.3g}", file=sys.stderr, flush=True)
             if callback is not None:
                 callback(step, row)
-        done = opt.t
+        done = opt.t if done is None else done
         final_val = None
         if status == "completed":
             final_val = evaluate(model, final_batches, run.microbatches, ctx)   # at W(N)

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from llm_validation.config import ModelConfig
 
-__all__ = ["Transformer", "Stage", "Block", "Rotary", "lm_loss", "mean_loss", "param_kind", "stage_bounds"]
+__all__ = ["Transformer", "Stage", "Block", "Rotary", "lm_loss", "batch_loss", "mean_loss", "param_kind", "stage_bounds"]
 
 
 class Rotary(nn.Module):
@@ -51,10 +51,13 @@ class Rotary(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         # x: [B, heads, T, D] -> same shape, pair (i, i + D/2) rotated by angle t * f_i
+        # in float32 whatever the compute dtype (bf16 angles lose the position's low bits),
+        # cast back to x's dtype; a no-op for float32 runs
         t, half = x.shape[-2], x.shape[-1] // 2
-        cos, sin = self.cos[:t].to(x.dtype), self.sin[:t].to(x.dtype)  # [T, D/2]
-        x1, x2 = x[..., :half], x[..., half:]
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        cos, sin = self.cos[:t], self.sin[:t]                             # [T, D/2] float32
+        xf = x.float()
+        x1, x2 = xf[..., :half], xf[..., half:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
 
 
 class Attention(nn.Module):
@@ -129,9 +132,15 @@ def lm_loss(logits: Tensor, targets: Tensor) -> Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
 
 
+def batch_loss(losses: Sequence[Tensor]) -> Tensor:
+    """The loss of a batch from its microbatch losses: their mean in float64 (every runtime),
+    a tensor on their device (no host synchronisation)."""
+    return torch.stack([x.detach() for x in losses]).double().mean()
+
+
 def mean_loss(losses: Sequence[Tensor]) -> float:
-    """The loss of a batch from its microbatch losses: their mean in float64 (every runtime)."""
-    return float(torch.stack([x.detach() for x in losses]).double().mean())
+    """:func:`batch_loss` as a Python float (reads it: one host synchronisation)."""
+    return float(batch_loss(losses))
 
 
 def param_kind(name: str, p: Tensor) -> str:

@@ -1,8 +1,9 @@
 """Gradient and update statistics as reducible partial sums, then one ``finalize``.
 
 Every ``*_partials`` function takes lists of tensors aligned with a list of parameters (one
-stage's, or the whole model's) and returns a dict of Python floats that can be reduced across
-stages BEFORE any square root: keys starting with ``max_`` reduce with MAX, all others with SUM
+stage's, or the whole model's) and returns a dict of float64 scalars ON THE TENSORS' DEVICE
+(no host synchronisation; :func:`to_host` reads a whole step's partials with one copy) that
+can be reduced across stages BEFORE any square root: keys starting with ``max_`` reduce with MAX, all others with SUM
 (:func:`reduce_partials`; a pipeline all-reduces the same way). :func:`finalize` takes the
 square roots and ratios and returns the metrics under the fixed key names (:data:`KEYS`); a
 statistic whose inputs were not measured at this step is ``None``.
@@ -56,6 +57,7 @@ __all__ = [
     "fresh_partials",
     "momentum_partials",
     "MicrobatchGradVariance",
+    "to_host",
     "reduce_partials",
     "finalize",
 ]
@@ -66,22 +68,39 @@ KEYS = ("step", "loss", "val_loss", "lr", "grad_norm", "grad_dual_norm", "update
         "grad_noise_var", "smoothness_est", "star_convex_slack", "momentum_error")
 
 
-def _f(x: Tensor) -> float:
-    return float(x.detach().double())
+def _f(x: Tensor) -> Tensor:
+    return x.detach().double()
 
 
-def _sq(x: Tensor) -> float:
-    """||x||_2^2 accumulated in float64 (no float64 copy of x is made)."""
-    return float(torch.linalg.vector_norm(x.detach(), dtype=torch.float64)) ** 2
+def _sq(x: Tensor) -> Tensor:
+    """||x||_2^2 accumulated in float64 (no float64 copy of x is made), on x's device."""
+    return torch.linalg.vector_norm(x.detach(), dtype=torch.float64).square()
 
 
-def _sq_fast(x: Tensor) -> float:
+def _sq_fast(x: Tensor) -> Tensor:
     """||x||_2^2 from a native-precision norm (every step: relative error ~1e-7 is plenty)."""
-    return float(torch.linalg.vector_norm(x.detach())) ** 2
+    return torch.linalg.vector_norm(x.detach()).double().square()
 
 
-def _dot(a: Tensor, b: Tensor) -> float:
-    return float((a.detach().double() * b.detach().double()).sum())
+def _dot(a: Tensor, b: Tensor) -> Tensor:
+    return (a.detach().double() * b.detach().double()).sum()
+
+
+def _zero(tensors: Sequence[Tensor]) -> Tensor | float:
+    """A float64 zero on the tensors' device (0.0 when there are none)."""
+    return torch.zeros((), dtype=torch.float64, device=tensors[0].device) if tensors else 0.0
+
+
+def to_host(part: Mapping[str, Any], **extra: Any) -> dict[str, float]:
+    """The partials (device tensors or floats) and ``extra`` scalars (e.g. the loss) as Python
+    floats with ONE device-to-host copy: the step's only host synchronisation for them."""
+    items = {**part, **{k: v for k, v in extra.items() if v is not None}}
+    keys = [k for k, v in items.items() if isinstance(v, Tensor)]
+    out = {k: float(v) for k, v in items.items() if not isinstance(v, Tensor)}
+    if keys:
+        values = torch.stack([items[k].detach().reshape(()).double() for k in keys]).tolist()
+        out.update(zip(keys, values))
+    return {k: out[k] for k in items}
 
 
 def _check(name: str, *lists: Sequence[Any]) -> None:
@@ -92,7 +111,7 @@ def _check(name: str, *lists: Sequence[Any]) -> None:
 
 def _dual(prefix: str, tensors: Sequence[Tensor], geoms: Sequence[Geometry]) -> dict[str, float]:
     """Partials of the product dual norm: additive part and the l2 block's sum of squares."""
-    add, l2sq = 0.0, 0.0
+    add, l2sq = _zero(tensors), _zero(tensors)
     for t, g in zip(tensors, geoms):
         if g is L2:
             l2sq += _sq(t)
@@ -106,13 +125,13 @@ def _dual(prefix: str, tensors: Sequence[Tensor], geoms: Sequence[Geometry]) -> 
 
 def _primal(prefix: str, tensors: Sequence[Tensor], geoms: Sequence[Geometry]) -> dict[str, float]:
     """Partials of the product primal norm: max over blocks, and the l2 block's squares."""
-    mx, l2sq = 0.0, 0.0
+    mx, l2sq = _zero(tensors), _zero(tensors)
     for t, g in zip(tensors, geoms):
         if g is L2:
             l2sq += _sq(t)
         else:
             flat = t.detach().reshape(-1) if g.event_ndim == 1 else t.detach()
-            mx = max(mx, _f(g.norm(flat.double())))
+            mx = torch.maximum(mx, _f(g.norm(flat.double())))
     return {f"max_{prefix}_primal": mx, f"{prefix}_primal_l2sq": l2sq}
 
 

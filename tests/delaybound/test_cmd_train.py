@@ -29,6 +29,7 @@ SMALL_RUN = ["train", "--preset", "tiny", "--seq-len", "16", "--batch-size", "2"
     (["--stage-taus", "2,x"], "stage taus"),
     (["--pipeline", "gpipe", "--stages", "2", "--delay", "1"], "synchronous"),
     (["--resume"], "no checkpoint found in"),   # a typo in a run name never starts a new run
+    (["--resume", "sometimes"], "--resume takes no value or 'auto'"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
     try:
@@ -121,3 +122,18 @@ def test_resume_falls_back_from_a_corrupt_newest_checkpoint(tmp_path, capsys):
     assert json.loads(cap.out)["steps"] == 4
     saved = json.loads((out / "config.json").read_text())
     assert saved["meta"]["resumed_from_step"] == 2
+
+
+def test_resume_auto_starts_then_continues_and_deterministic_is_recorded(tmp_path, capsys):
+    out = tmp_path / "auto"
+    args = [*SMALL_RUN, "--out", str(out), "--resume", "auto", "--deterministic", "--json"]
+    try:
+        assert main([*args, "--steps", "1"]) == 0          # nothing to continue: starts
+        assert main([*args, "--steps", "2"]) == 0          # continues from step 1
+    finally:
+        import torch
+        torch.use_deterministic_algorithms(False)          # a process-wide torch setting
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["run"]["resume"] == "auto" and saved["run"]["deterministic"] is True
+    assert saved["meta"]["resumed_from_step"] == 1
+    assert saved["meta"]["numerics"]["deterministic"] is True

@@ -15,8 +15,7 @@ from llm_validation.config import (
     RunConfig,
     TrainConfig,
 )
-from llm_validation.pipeline.checkpoint import latest_complete, load_stage_checkpoint
-from llm_validation.pipeline.stage import stage_param_names
+from llm_validation.pipeline.checkpoint import latest_complete, load_global
 from llm_validation.rundir import (
     RunPaths,
     latest_checkpoint,
@@ -73,16 +72,19 @@ def emulate(cfg: TrainConfig):
 
 
 def pipeline_weights(cfg: TrainConfig, run_dir: str) -> dict[str, torch.Tensor]:
-    """Final master weights of every stage of a pipeline run, under the full model's names."""
-    P, D = cfg.run.stages, cfg.run.data_parallel
-    step, d = latest_complete(RunPaths(run_dir), P, D)
+    """Final master weights of every stage of a pipeline run, under the full model's names
+    (the checkpoint's keys)."""
+    step, d = latest_complete(RunPaths(run_dir))
     assert step == cfg.run.steps
-    out = {}
-    for s in range(P):
-        master = load_stage_checkpoint(d, s, 0, torch.device("cpu"))[0]["master"]
-        names = stage_param_names(cfg, s, P, list(master))
-        out.update({names[n]: w for n, w in master.items()})
-    return out
+    names = list(emulated_weights_names(cfg))
+    state, _ = load_global(d, names, 0, 0, torch.device("cpu"))
+    return {n: state["params"][n]["master"] for n in names}
+
+
+def emulated_weights_names(cfg: TrainConfig) -> list[str]:
+    """The full model's parameter names (what the emulator's checkpoint holds)."""
+    from llm_validation.training.model import Transformer
+    return [n for n, _ in Transformer(cfg.model, seed=cfg.run.seed).named_parameters()]
 
 
 def emulated_weights(run_dir: str) -> dict[str, torch.Tensor]:

@@ -121,7 +121,8 @@ def test_resume_after_a_kill_on_p_x_d_is_bitwise(tmp_path, monkeypatch):
     resumes from checkpoint 2 (sharded, DCP) and ends bitwise equal to the emulated run."""
     import dataclasses
 
-    from llm_validation.pipeline.checkpoint import COMPLETE, METADATA, ckpt_dir, latest_complete
+    from llm_validation.pipeline.checkpoint import (COMPLETE, METADATA, ckpt_dir, grid_of,
+                                                    latest_complete)
     from llm_validation.pipeline.faults import PipelineFailure
     from llm_validation.rundir import RunPaths
 
@@ -133,12 +134,11 @@ def test_resume_after_a_kill_on_p_x_d_is_bitwise(tmp_path, monkeypatch):
         launch(cfg)
     monkeypatch.delenv("DELAYBOUND_PIPE_FAULT")
     paths = RunPaths(cfg.run.out_dir)
-    assert latest_complete(paths, 2, 2)[0] == 2
+    assert latest_complete(paths)[0] == 2
     assert not (ckpt_dir(paths, 4) / COMPLETE).exists()
     shards = sorted(p.name for p in (ckpt_dir(paths, 2) / "stage1").iterdir())
     assert shards == [METADATA, "__0_0.distcp", "__1_0.distcp"]     # each replica wrote a part
-    with pytest.raises(ValueError, match="resume onto the same P x D"):
-        latest_complete(paths, 2, 1)
+    assert grid_of(latest_complete(paths)[1]) == (2, 2)
     resumed = launch(dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, resume=True)))
     assert resumed.status == "completed" and resumed.steps == cfg.run.steps
     assert json.loads((tmp_path / "2bw_p2_d2" / "config.json").read_text()

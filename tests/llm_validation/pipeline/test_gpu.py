@@ -10,10 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llm_validation.pipeline.checkpoint import latest_complete, load_stage_checkpoint
 from llm_validation.run import run as launch
-from llm_validation.rundir import RunPaths
-from tests.llm_validation.pipeline.support import dp_cfgs, emulate, loss_gaps, small_corpus
+from tests.llm_validation.pipeline.support import (dp_cfgs, emulate, loss_gaps, pipeline_weights,
+                                                   small_corpus)
 
 pytestmark = pytest.mark.gpu
 
@@ -46,9 +45,8 @@ def _check(tmp_path, pipeline: str, P: int, D: int, **kw) -> None:
     assert got.status == "completed"
     gaps = loss_gaps(got.run_dir, ref.run_dir, ("loss", "val_loss"))
     assert max(gaps.values()) <= GPU_BF16_RTOL, gaps
-    step, d = latest_complete(RunPaths(got.run_dir), P, D)
-    shared, _ = load_stage_checkpoint(d, 0, 0, torch.device("cpu"))
-    assert all(w.dtype == torch.float32 for w in shared["master"].values())   # fp32 masters
+    masters = pipeline_weights(cfg, got.run_dir)
+    assert all(w.dtype == torch.float32 for w in masters.values())   # fp32 masters
 
 
 @_gpus(2)

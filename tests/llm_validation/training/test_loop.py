@@ -132,6 +132,28 @@ def test_resume_refuses_a_different_run(tmp_path):
         train(_cfg(out, name="adamw", resume=True), progress=False)
 
 
+def test_resume_auto_starts_continues_and_refuses_another_run(tmp_path):
+    """``resume="auto"``: no checkpoint -> a new run; killed -> continues bitwise from the
+    latest checkpoint; before the first checkpoint -> starts over; another run -> refused."""
+    straight = tmp_path / "straight"
+    train(_cfg(straight), progress=False)
+    auto = tmp_path / "auto"
+    with pytest.raises(_Kill):           # killed before its first checkpoint: starts over
+        train(_cfg(auto, checkpoint_interval=4, resume="auto"), progress=False,
+              callback=_kill_at(1))
+    with pytest.raises(_Kill):           # checkpoint after 4 steps, killed after 6
+        train(_cfg(auto, checkpoint_interval=4, resume="auto"), progress=False,
+              callback=_kill_at(5))
+    result = train(_cfg(auto, checkpoint_interval=4, resume="auto"), progress=False)
+    assert result.steps == 8
+    assert json.loads((auto / "config.json").read_text())["meta"]["resumed_from_step"] == 4
+    assert read_metrics(straight) == read_metrics(auto)
+    with pytest.raises(ValueError, match="optim.name"):
+        train(_cfg(auto, name="adamw", resume="auto"), progress=False)
+    with pytest.raises(TypeError, match="resume"):
+        _cfg(auto, resume="yes")
+
+
 def test_divergence_stops_with_flushed_logs(tmp_path):
     cfg = _cfg(tmp_path / "boom", tau=0, lam=0.0).replace(
         optim=OptimConfig(name="sgd", lr=1e30, momentum=0.0, nesterov=False, weight_decay=0.0,

@@ -1,0 +1,66 @@
+"""Devices, backends and host staging: the rules as functions, and the staging path forced on
+CPU (real host copies of every activation and gradient) giving the same run bitwise."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from llm_validation.pipeline import devices
+from llm_validation.pipeline.comm import StageLink
+from llm_validation.rundir import read_json
+from llm_validation.run import run as launch
+from tests.llm_validation.pipeline.support import assert_same_run, emulate, pipe_cfg, small_corpus
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
+    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
+    monkeypatch.delenv(devices.STAGING_ENV, raising=False)
+
+
+def test_ranks_sharing_a_gpu_run_over_gloo_with_staging(monkeypatch):
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert devices.pipeline_backend(cuda, 2) == "gloo"          # two stages, one H100
+    assert devices.pipeline_backend(cuda, 1) == "nccl"
+    assert devices.pipeline_backend(cpu, 2) == "gloo"
+    assert [devices.rank_device(cuda, r) for r in range(3)] == [torch.device("cuda", 0)] * 3
+    assert devices.host_staging("gloo", cuda) and not devices.host_staging("nccl", cuda)
+    assert not devices.host_staging("gloo", cpu)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert devices.pipeline_backend(cuda, 4) == "nccl"
+    assert [devices.rank_device(cuda, r).index for r in range(4)] == [0, 1, 2, 3]
+    monkeypatch.setenv(devices.STAGING_ENV, "1")
+    assert devices.host_staging("gloo", cpu)
+    monkeypatch.setenv(devices.STAGING_ENV, "yes")
+    with pytest.raises(ValueError, match=devices.STAGING_ENV):
+        devices.host_staging("gloo", cpu)
+
+
+def test_staging_copies_into_fresh_host_buffers():
+    link = StageLink(stage=0, stages=2, device=torch.device("cpu"), act_shape=(2, 3),
+                     act_dtype=torch.bfloat16, timeout_s=1.0, staging=True)
+    h = torch.randn(2, 3).to(torch.bfloat16)
+    host = link._stage(h)
+    assert host.device.type == "cpu" and host.dtype == torch.bfloat16
+    assert torch.equal(host, h) and host.data_ptr() != h.data_ptr()
+    back = link._unstage(host)
+    assert torch.equal(back, h) and back.data_ptr() != host.data_ptr()
+    assert link.staged == {"tensors": 2, "bytes": 2 * 6 * 2}
+    assert link.host_waits                    # host tensors: bounded waits on the host
+
+
+def test_forced_host_staging_gives_the_same_run(tmp_path, monkeypatch):
+    """2BW under bf16 autocast with every activation / gradient staged through host copies."""
+    monkeypatch.setenv(devices.STAGING_ENV, "1")
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, steps=4,
+                   dtype="bfloat16")
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=2, steps=4,
+                           dtype="bfloat16"))
+    got = launch(cfg)
+    assert_same_run(got.run_dir, ref.run_dir, cfg)
+    staged = [m["staged"] for m in read_json(f"{got.run_dir}/logs/result.json")["stage_memory"]]
+    assert all(s["tensors"] > 0 and s["bytes"] > 0 for s in staged), staged
