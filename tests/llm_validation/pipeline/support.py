@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import sysconfig
 from pathlib import Path
 
@@ -103,7 +104,10 @@ def assert_same_run(pipe_dir: str, ref_dir: str, cfg: TrainConfig,
         for k, x in ra.items():
             y = rb[k]
             if x is None or y is None or k in BITWISE_KEYS or isinstance(x, bool):
-                assert x == y, (ra["step"], k, x, y)
+                # NaN (a diverged loss, read back from metrics.jsonl) equals NaN bitwise here
+                same = x == y or (isinstance(x, float) and isinstance(y, float)
+                                  and math.isnan(x) and math.isnan(y))
+                assert same, (ra["step"], k, x, y)
                 continue
             assert abs(x - y) <= STATS_RTOL * max(abs(x), abs(y)) + STATS_ATOL, (ra["step"], k, x, y)
             worst[k] = max(worst.get(k, 0.0), abs(x - y) / max(abs(y), 1e-300))
