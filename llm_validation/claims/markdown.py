@@ -80,7 +80,7 @@ def _check_rows(check: Check, depth: int = 0) -> list[str]:
 
 def _statement(s: StatementResult) -> list[str]:
     st = s.statement
-    lines = [f"**{st.id}** ({st.source}): > {st.quote}", "",
+    lines = [f"**Statement {st.id}** ({st.source}):", "", f"> {st.quote}", "",
              f"Status **{BADGE[s.status]}**. Rule: {st.decision}."]
     if st.change:
         lines[-1] += f" Changed: {st.change}."

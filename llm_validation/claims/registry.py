@@ -266,8 +266,8 @@ _CLAIMS = (
         arms=tuple(delayed(o) for o in ALL4) + tuple(_start(o) for o in ALL4[1:]),
         grid="AdamW, Muon, NorMuon, SOAP 2bw; Muon, NorMuon, SOAP 2bw+sync-start (statistics "
              "every 15 steps)",
-        reason="The runs of claim 2 (no extra cost); 0.9 = within 26 degrees, 0.5 = an error "
-               "half the update's size.",
+        reason="The runs of claim 2 (no extra cost); AdamW, the optimizer the paper calls "
+               "non-robust, is the reference the robust optimizers are compared with.",
         theory=None,
         plot=FigureSpec(kind="curves", title="Delayed vs fresh update",
                         metrics=("cos_delayed_fresh", "rel_err_delayed_fresh"),
