@@ -126,42 +126,38 @@ def _margin_text(iv: Interval) -> str:
     return f"{iv.level:.0%} interval [{iv.lo:.4g}, {iv.hi:.4g}]"
 
 
-def _equivalence(iv: Interval, n: int, p: Mapping[str, Any]) -> tuple[str, str]:
-    w, where = float(p["width"]), _margin_text(iv)
-    if n < MIN_SEEDS:
-        return INCONCLUSIVE, _few(n)
-    if iv.lo > -w and iv.hi < w:
-        return PASS, f"{where} lies inside +-{w:.3g} (no effect)"
-    if iv.lo > w or iv.hi < -w:
-        return FAIL, f"{where} lies outside +-{w:.3g} (an effect)"
-    return INCONCLUSIVE, f"{where} overlaps the margin +-{w:.3g}"
+def _inside(iv: Interval, w: float) -> bool:
+    return iv.lo > -w and iv.hi < w
 
 
-def _differs(iv: Interval, n: int, p: Mapping[str, Any]) -> tuple[str, str]:
-    w, where = float(p["width"]), _margin_text(iv)
-    if n < MIN_SEEDS:
-        return INCONCLUSIVE, _few(n)
-    if iv.lo > 0 or iv.hi < 0:
-        return PASS, f"{where} excludes 0 (an effect)"
-    if iv.lo > -w and iv.hi < w:
-        return FAIL, f"{where} lies inside +-{w:.3g} (no effect)"
-    return INCONCLUSIVE, f"{where} contains 0 but not inside +-{w:.3g}"
+#: The margin kinds as ordered cases (test(interval, width), status, text; ``{w}`` the width),
+#: the last one the inconclusive remainder.
+_MARGIN_CASES: dict[str, tuple[tuple[Callable[[Interval, float], bool], str, str], ...]] = {
+    "equivalence": ((_inside, PASS, "lies inside +-{w:.3g} (no effect)"),
+                    (lambda iv, w: iv.lo > w or iv.hi < -w, FAIL,
+                     "lies outside +-{w:.3g} (an effect)"),
+                    (lambda iv, w: True, INCONCLUSIVE, "overlaps the margin +-{w:.3g}")),
+    "differs": ((lambda iv, w: iv.lo > 0 or iv.hi < 0, PASS, "excludes 0 (an effect)"),
+                (_inside, FAIL, "lies inside +-{w:.3g} (no effect)"),
+                (lambda iv, w: True, INCONCLUSIVE, "contains 0 but not inside +-{w:.3g}")),
+    "not_better": ((lambda iv, w: iv.hi < 0, FAIL, "lies below 0 (it beats the baseline)"),
+                   (lambda iv, w: iv.lo > -w, PASS,
+                    "lies above -{w:.3g} (not better by more than the margin)"),
+                   (lambda iv, w: True, INCONCLUSIVE, "overlaps -{w:.3g} and 0"))}
 
 
-def _not_better(iv: Interval, n: int, p: Mapping[str, Any]) -> tuple[str, str]:
-    w, where = float(p["width"]), _margin_text(iv)
-    if n < MIN_SEEDS:
-        return INCONCLUSIVE, _few(n)
-    if iv.hi < 0:
-        return FAIL, f"{where} lies below 0 (it beats the baseline)"
-    if iv.lo > -w:
-        return PASS, f"{where} lies above -{w:.3g} (not better by more than the margin)"
-    return INCONCLUSIVE, f"{where} overlaps -{w:.3g} and 0"
+def _margin_rule(kind: str) -> Callable[[Interval, int, Mapping[str, Any]], tuple[str, str]]:
+    def rule(iv: Interval, n: int, p: Mapping[str, Any]) -> tuple[str, str]:
+        if n < MIN_SEEDS:
+            return INCONCLUSIVE, _few(n)
+        w = float(p["width"])
+        status, text = next((st, t) for test, st, t in _MARGIN_CASES[kind] if test(iv, w))
+        return status, f"{_margin_text(iv)} {text.format(w=w)}"
+    return rule
 
 
 _SAMPLE_RULES: dict[str, Callable[[Interval, int, Mapping[str, Any]], tuple[str, str]]] = {
-    "side": _side, "equivalence": _equivalence, "differs": _differs,
-    "not_better": _not_better}
+    "side": _side, **{k: _margin_rule(k) for k in _MARGIN_CASES}}
 
 
 def decide_samples(kind: str, samples: Mapping[int, float], params: Mapping[str, Any]
@@ -182,14 +178,23 @@ def _ivs_text(ivs: Mapping[str, Interval]) -> str:
     return "; ".join(f"{k}: [{iv.lo:.4g}, {iv.hi:.4g}]" for k, iv in ivs.items())
 
 
-def _same_sign(inputs, p) -> tuple[str, str]:
+def _sides(inputs) -> tuple[tuple[str, str] | None, dict[str, Interval], set[str], set[str]]:
+    """What the group kinds share: (an inconclusive result to return at once, or None; the
+    per-group intervals; the groups whose interval lies above 0; below 0)."""
     ivs, n = _group_ivs(inputs)
+    early = None
     if len(ivs) < len(inputs) or len(inputs) < 2:
-        return INCONCLUSIVE, f"not measured for {sorted(set(inputs) - set(ivs))}"
-    if n < MIN_SEEDS:
-        return INCONCLUSIVE, _few(n)
-    above = {k for k, iv in ivs.items() if iv.lo > 0}
-    below = {k for k, iv in ivs.items() if iv.hi < 0}
+        early = INCONCLUSIVE, f"not measured for {sorted(set(inputs) - set(ivs))}"
+    elif n < MIN_SEEDS:
+        early = INCONCLUSIVE, _few(n)
+    return (early, ivs, {k for k, iv in ivs.items() if iv.lo > 0},
+            {k for k, iv in ivs.items() if iv.hi < 0})
+
+
+def _same_sign(inputs, p) -> tuple[str, str]:
+    early, ivs, above, below = _sides(inputs)
+    if early:
+        return early
     if above and below:
         return FAIL, f"opposite directions ({_ivs_text(ivs)})"
     if above == set(ivs) or below == set(ivs):
@@ -198,14 +203,10 @@ def _same_sign(inputs, p) -> tuple[str, str]:
 
 
 def _no_consistent_effect(inputs, p) -> tuple[str, str]:
-    ivs, n = _group_ivs(inputs)
-    if len(ivs) < len(inputs) or len(inputs) < 2:
-        return INCONCLUSIVE, f"not measured for {sorted(set(inputs) - set(ivs))}"
-    if n < MIN_SEEDS:
-        return INCONCLUSIVE, _few(n)
+    early, ivs, above, below = _sides(inputs)
+    if early:
+        return early
     widths = {k: float(w) for k, w in p["widths"].items()}
-    above = {k for k, iv in ivs.items() if iv.lo > 0}
-    below = {k for k, iv in ivs.items() if iv.hi < 0}
     null = {k for k, iv in ivs.items() if -widths[k] < iv.lo and iv.hi < widths[k]}
     text = _ivs_text(ivs)
     if above and below:
