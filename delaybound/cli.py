@@ -4,12 +4,17 @@ Each ``delaybound/cmd_*.py`` module exposes ``register(subparsers)``, which adds
 subcommand(s) and sets ``func`` (a callable ``(args) -> int`` exit code) on the parser.
 Errors: ``ValueError``/``TypeError``/``FileNotFoundError`` raised by the library are
 user errors; they are printed as one line on stderr with exit code 2, no traceback.
+An ``OSError`` about a path the user gave (a file where a folder is wanted, no permission) is
+the same kind of error. SIGINT and SIGTERM end any command with one line and exit code 130 /
+143 (:mod:`llm_validation.sweep.interrupt`; a command that runs workers stops them first and
+says what finished and how to resume).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from typing import Sequence
 
@@ -56,18 +61,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _path_error(exc: OSError) -> str:
+    """One line for an OSError on a path: what went wrong and which file."""
+    what = exc.strerror or type(exc).__name__
+    where = exc.filename if exc.filename is not None else ""
+    return f"{where}: {what.lower()}" if where else str(exc)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from llm_validation.sweep.interrupt import Interrupted, exit_code, raising_signals
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code = args.func(args)
+        with raising_signals():
+            code = args.func(args)
     except (ValueError, TypeError, FileNotFoundError, KeyError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"delaybound {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"delaybound {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError) as exc:
+        print(f"delaybound {args.command}: error: {_path_error(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        detail = exc.detail if isinstance(exc, Interrupted) else ""
+        resume = "; run the same command again to resume (finished runs are kept)"
+        print(f"delaybound {args.command}: interrupted by {signal.Signals(signum).name}"
+              + (f": {detail}{resume}" if detail else ""), file=sys.stderr)
+        return exit_code(signum)
     except BrokenPipeError:  # output piped into e.g. `head`: stop quietly, as Unix tools do
         import os
 

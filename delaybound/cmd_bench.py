@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from delaybound.output import print_json
+from delaybound.output import UsageError, print_json
 
 __all__ = ["register", "cmd_bench", "benchmark_dir", "find_benchmarks", "run_benchmark"]
 
@@ -63,6 +63,8 @@ def run_benchmark(path: Path, args: list[str], timeout: float) -> dict[str, Any]
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g}: must be > 0 seconds")
     found = find_benchmarks()
     if args.list:
         for name, path in found.items():

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from delaybound.output import print_json
+from delaybound.output import check_out_dir, print_json
 
 __all__ = ["register", "cmd_verify", "cmd_plot"]
 
@@ -128,6 +128,7 @@ def _print_table(report: dict) -> None:
 def cmd_plot(args: argparse.Namespace) -> int:
     from numerics.plots import plot_rates
 
+    check_out_dir("--out", args.out)
     paths = plot_rates(args.out, steps=args.steps, quick=args.quick,
                        progress=lambda m: print(f"[plot] {m}", file=sys.stderr, flush=True))
     for path in paths:

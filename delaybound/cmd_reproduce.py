@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any
 
-from delaybound.output import print_json
+from delaybound.output import check_at_least, check_out_dir, check_overrides, print_json
 
 __all__ = ["register", "cmd_reproduce"]
 
@@ -31,28 +31,50 @@ def _ids(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
-def _plan(args: argparse.Namespace):
+def _threads(args: argparse.Namespace) -> int:
+    return args.threads or max(1, (os.cpu_count() or 1) // max(args.jobs, 1))
+
+
+def _plan(args: argparse.Namespace, *, measure: bool):
+    """The plan, its costs from the machine's calibration (cached in ``--out``; measured now
+    when ``measure`` and there is none, else the scale's constants)."""
+    from llm_validation.claims.calibration import load_or_calibrate
     from llm_validation.claims.plan import build_plan
     from llm_validation.claims.registry import get_claims
     from llm_validation.claims.scales import get_scale
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds {args.seeds}: needs at least 1 seed (3 for a verdict)")
-    if args.jobs < 0:
-        raise ValueError(f"--jobs {args.jobs}: must be >= 0 (0: in this process)")
+    check_at_least("--jobs", args.jobs, 0)
+    check_at_least("--threads", args.threads, 1)
+    check_overrides("--set", args.set)
     n = args.seeds if args.seeds is not None else (1 if args.quick else 3)
-    claims = get_claims(args.claims)
-    return build_plan(claims, get_scale(args.scale), seeds=tuple(range(n)), quick=args.quick,
-                      device=args.device, overrides=tuple(args.set or ()))
+    claims, scale = get_claims(args.claims), get_scale(args.scale)
+    overrides = tuple(args.set or ())
+    plan = build_plan(claims, scale, seeds=tuple(range(n)), quick=args.quick,
+                      device=args.device, overrides=overrides)
+    if not args.out or not plan.available():
+        return plan
+    optimizers = [r.cfg.optim.name for r in plan.available()]
+    if measure and not args.quiet:
+        print("[reproduce] calibrating the cost model on this machine (cached in "
+              f"{os.path.join(args.out, 'calibration.json')})", file=sys.stderr, flush=True)
+    costs = load_or_calibrate(args.out, scale, optimizers, quick=args.quick, device=args.device,
+                              overrides=overrides, threads=_threads(args), measure=measure)
+    if costs is None:
+        return plan
+    return build_plan(claims, scale, seeds=tuple(range(n)), quick=args.quick,
+                      device=args.device, overrides=overrides, cost_model=costs)
 
 
 def _list(args: argparse.Namespace) -> int:
-    plan = _plan(args)
+    plan = _plan(args, measure=False)
     jobs = max(args.jobs, 1)
     rows = [{**c.to_dict(), "runs_needed": len(plan.claim_runs(c.id)),
              "estimated_process_s": round(plan.cost(c.id), 1)} for c in plan.claims]
     totals = {"distinct_runs": len(plan.runs), "estimated_process_s": round(plan.cost(), 1),
               "estimated_wall_s": round(plan.cost() / jobs, 1), "jobs": jobs,
-              "unavailable_runs": len(plan.unavailable())}
+              "unavailable_runs": len(plan.unavailable()),
+              "cost_model": plan.cost_model.to_dict()}
     if args.json:
         sections = {sec: [c.id for c in plan.claims if c.section == sec]
                     for sec in ("paper", "theory")}
@@ -70,7 +92,8 @@ def _list(args: argparse.Namespace) -> int:
         print(f"    why:   {r['reason']}")
     print(f"\n{totals['distinct_runs']} distinct runs at scale {plan.scale.name}, "
           f"{len(plan.seeds)} seed(s): ~{totals['estimated_process_s'] / 60:.0f} "
-          f"process-minutes, ~{totals['estimated_wall_s'] / 60:.0f} minutes with --jobs {jobs}"
+          f"process-minutes, ~{totals['estimated_wall_s'] / 60:.0f} minutes with --jobs {jobs} "
+          f"(cost model: {plan.cost_model.source})"
           + (f"; {totals['unavailable_runs']} runs cannot be configured in this checkout"
              if totals["unavailable_runs"] else ""))
     return 0
@@ -81,15 +104,16 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return _list(args)
     if not args.out:
         raise ValueError("--out DIR is required (or --list)")
-    plan = _plan(args)
+    check_out_dir("--out", args.out)
+    plan = _plan(args, measure=True)
     if plan.device == "cuda":
         import torch
         if not torch.cuda.is_available():
             raise ValueError("--device cuda: no CUDA device is available here")
     from llm_validation.claims.ledger import RUNS_DIR, assemble, write_ledger
     from llm_validation.claims.plan import execute
-    threads = args.threads or max(1, (os.cpu_count() or 1) // max(args.jobs, 1))
-    summary = execute(plan, os.path.join(args.out, RUNS_DIR), jobs=args.jobs, threads=threads,
+    summary = execute(plan, os.path.join(args.out, RUNS_DIR), jobs=args.jobs,
+                      threads=_threads(args),
                       progress=not args.quiet, keep_checkpoints=args.keep_checkpoints)
     results = assemble(plan, args.out)
     doc = write_ledger(plan, results, args.out, summary)
@@ -114,7 +138,7 @@ def register(subparsers: Any) -> None:
         "reproduce", help="the paper's empirical claims as a ledger (runs what is missing)",
         description="Train the runs the paper's 17 empirical claims need (resumable, shared "
                     "between claims), then write OUT/claims.md and OUT/claims.json: per claim "
-                    "the measured numbers with 95%% intervals over seeds, pass / fail / "
+                    "the measured numbers with 95% intervals over seeds, pass / fail / "
                     "inconclusive, the theory's prediction, and a figure.")
     a = p.add_argument
     a("--list", action="store_true", help="list the claims, their grids and cost; run nothing")

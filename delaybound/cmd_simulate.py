@@ -20,13 +20,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from delaybound.output import print_json
+from delaybound.output import UsageError, check_at_least, check_out_dir, print_json
 
 __all__ = ["register", "cmd_simulate"]
 
 #: Longest unit-cost run whose ASCII timeline is printed (wider ones do not fit a terminal).
 MAX_ASCII_TICKS = 60
 SCHEDULE_CHOICES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "2bw", "pipedream")
+#: Largest simulated configuration, in (stage, microbatch, batch, chunk) work items P x M x T x v.
+#: The engine costs about 30 us and 1 KB per action with 2-3 actions per item: at this size
+#: about 10-20 s and a few hundred MB on one core; beyond it a run looks hung (P = M = 100000
+#: grew past 1.5 GB for minutes with no output).
+MAX_WORK_ITEMS = 2 ** 17
+#: Model chunks per device of interleaved 1F1B when --chunks is not given.
+DEFAULT_CHUNKS = 2
 
 
 def _list(text: str) -> tuple[str, ...]:
@@ -117,7 +124,7 @@ def _single_setup(args: argparse.Namespace) -> dict[str, Any]:
             sh = shapes(plan)
             return None if sh is None else memory_model(
                 sh, prof.microbatch_tokens, optimizer=opt, ef=ef,
-                separate_master=not args.shared_master)
+                separate_master=args.separate_master)
         return {"source": f"profile:{args.from_dir}", "make_costs": make_costs,
                 "memory_for": memory_for, "profile": prof, "optimizer": opt}
     model = preset(args.model)
@@ -139,7 +146,7 @@ def _single_setup(args: argparse.Namespace) -> dict[str, Any]:
 
     def memory_for(plan):
         return memory_model(shapes(plan), tokens, optimizer=opt,
-                            separate_master=not args.shared_master)
+                            separate_master=args.separate_master)
     return {"source": f"model:{args.model}", "make_costs": make_costs, "memory_for": memory_for,
             "optimizer": opt}
 
@@ -243,7 +250,7 @@ def _run_projection(args: argparse.Namespace) -> int:
         chunks=args.chunks, optimizer=args.optimizer or "adamw",
         activation_bytes=2 if args.dtype == "bfloat16" else 4,
         overlap_p2p=not args.no_overlap_p2p, overlap_allreduce=args.overlap_allreduce,
-        separate_master=not args.shared_master, balance=args.balance)
+        separate_master=args.separate_master, balance=args.balance)
     rows = project(spec, progress=_progress(not args.quiet))
     comp = speedups(rows)
     out: dict[str, Any] = {"model": args.model, "hardware": spec.hardware.__dict__,
@@ -287,13 +294,52 @@ def _run_projection(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> None:
+    """Refuse what would be silently replaced, ignored or run for minutes (one line each)."""
+    check_out_dir("--out", args.out)
+    check_at_least("--batches", args.batches, 1)
+    check_at_least("--seq-len", args.seq_len, 1)
+    check_at_least("--microbatch-size", args.microbatch_size, 1)
+    check_at_least("--chunks", args.chunks, 2)
+    for name, values in (("--stages", args.stages), ("--data-parallel", args.data_parallel)):
+        for v in values or ():
+            check_at_least(name, v, 2 if name == "--stages" else 1)
+    if args.chunks is not None and args.schedule is not None \
+            and "interleaved-1f1b" not in args.schedule:
+        raise UsageError(f"--chunks {args.chunks}: only interleaved-1f1b has model chunks "
+                         f"(schedule {','.join(args.schedule)})")
+    if args.separate_master and args.unit_costs:
+        raise UsageError("--separate-master: --unit-costs has no memory model; use --model or "
+                         "--from RUN_DIR")
+    if args.model:
+        from llm_validation.config import preset
+        n_layer = preset(args.model).n_layer
+        for P in args.stages or ():
+            if P > n_layer:
+                raise UsageError(f"--stages {P}: more stages than the {n_layer} blocks of "
+                                 f"{args.model}; a stage finer than one block needs tensor "
+                                 "parallelism, which is not modelled")
+    from llm_validation.simulation.projection import resolve_microbatches
+    chunks = args.chunks or DEFAULT_CHUNKS
+    for P in args.stages or ():
+        for m in args.microbatches or ():
+            try:
+                M = resolve_microbatches(m, P)
+            except ValueError as exc:
+                raise UsageError(f"--microbatches: {exc}") from None
+            if P * M * args.batches * chunks > MAX_WORK_ITEMS:
+                raise UsageError(f"--stages {P} --microbatches {m} --batches {args.batches}: "
+                                 f"{P * M * args.batches * chunks:,} work items (P x M x T x "
+                                 f"chunks) exceed the simulator's {MAX_WORK_ITEMS:,}")
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     sources = sum(bool(x) for x in (args.unit_costs, args.from_dir, args.model))
     if sources != 1:
         raise ValueError("give exactly one cost source: --unit-costs, --from RUN_DIR or "
                          "--model PRESET")
-    if args.batches < 1:
-        raise ValueError(f"--batches must be >= 1, got {args.batches}")
+    _check(args)
+    args.chunks = args.chunks or DEFAULT_CHUNKS
     many = any(v is not None and len(v) > 1 for v in
                (args.stages, args.microbatches, args.data_parallel, args.schedule))
     if many:
@@ -318,7 +364,8 @@ def register(subparsers: Any) -> None:
       help="microbatches per batch; Nx means N times the stages")
     a("--batches", type=int, default=4, help="batches T to simulate (default 4)")
     a("--data-parallel", type=_ints, metavar="D[,D...]", help="replicas (default 1)")
-    a("--chunks", type=int, default=2, help="model chunks per device of interleaved-1f1b (2)")
+    a("--chunks", type=int, help=f"model chunks per device of interleaved-1f1b "
+                                 f"({DEFAULT_CHUNKS}; only with that schedule)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--unit-costs", action="store_true",
                      help="every forward and backward takes 1, everything else 0")
@@ -342,8 +389,8 @@ def register(subparsers: Any) -> None:
     a("--no-overlap-p2p", action="store_true", help="blocking point-to-point sends")
     a("--overlap-allreduce", action="store_true",
       help="all-reduce and update beside the compute stream")
-    a("--shared-master", action="store_true",
-      help="count 2BW's master as one of its two versions (the paper's 2 copies, not 3)")
+    a("--separate-master", action="store_true",
+      help="count 2BW's master apart from its two versions (3 copies; the runtime holds 2)")
     a("--quality", metavar="FILE", help="validate --json output or claims.json: print the "
                                         "measured loss gap next to the throughput gain")
     a("--out", metavar="DIR", help="write simulation.json + timeline.png (or projection.*)")

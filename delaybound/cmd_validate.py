@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from delaybound.output import print_json
+from delaybound.output import check_at_least, check_out_dir, check_out_file, print_json
 
 __all__ = ["register", "cmd_validate", "cmd_sweep", "grid_from_args"]
 
@@ -49,12 +50,15 @@ def _per_opt(values: list[str] | None, what: str) -> Any:
         return None
     plain, mapping = [], {}
     for v in values:
-        if "=" in v:
-            opt, nums = v.split("=", 1)
-            mapping.setdefault(opt, ())
-            mapping[opt] += _floats(nums)
-        else:
-            plain += list(_floats(v))
+        try:
+            if "=" in v:
+                opt, nums = v.split("=", 1)
+                mapping.setdefault(opt, ())
+                mapping[opt] += _floats(nums)
+            else:
+                plain += list(_floats(v))
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(f"--{what}: {exc}") from None
     if plain and mapping:
         raise ValueError(f"--{what}: give either plain values or OPT=values, not both")
     return mapping or tuple(plain)
@@ -69,9 +73,11 @@ def grid_from_args(args: argparse.Namespace):
         if not path.is_file():
             raise FileNotFoundError(f"--grid: no such file {path}")
         try:
-            d = json.loads(path.read_text())
+            d = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise ValueError(f"--grid {path}: not valid JSON ({exc})") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"--grid {path}: not a JSON text file (not UTF-8)") from None
         if not isinstance(d, dict):
             raise ValueError(f"--grid {path}: must hold a JSON object")
     flags = {"optimizers": args.optimizer, "modes": args.mode, "taus": args.tau,
@@ -90,6 +96,9 @@ def grid_from_args(args: argparse.Namespace):
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from llm_validation.sweep.runner import plan, run_sweep
+    check_out_dir("--out", args.out)
+    check_at_least("--jobs", args.jobs, 0)
+    check_at_least("--threads", args.threads, 1)
     grid = grid_from_args(args)
     points = grid.expand()
     if args.dry_run:
@@ -118,10 +127,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from llm_validation.validation.runs import load_runs
     from llm_validation.validation.validate import validate_runs
     import warnings
+    check_out_dir("--plots", args.plots)
+    check_out_file("--report", args.report)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runs = load_runs(args.run_dirs)
         rep = validate_runs(runs, gap_metric=args.gap, quick=args.quick)
+    for r in runs:    # every skipped or damaged metrics line, one warning each
+        if r.damage:
+            print(f"delaybound validate: warning: {r.path}: {r.damage}", file=sys.stderr)
     plots = {}
     if args.plots:
         from llm_validation.validation.plots import make_plots
@@ -152,7 +166,7 @@ def register(subparsers: Any) -> None:
         "validate", help="check the theory's assumptions and gap trends against training runs",
         description="Read run directories (or folders of them, e.g. a sweep's --out) and print "
                     "one verdict per claim: pass / fail / inconclusive, with the measured "
-                    "numbers, their 95%% intervals over seeds, and the theory's prediction.")
+                    "numbers, their 95% intervals over seeds, and the theory's prediction.")
     v.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories or folders")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.add_argument("--gap", choices=["final", "tail"], default="final",

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from delaybound.output import print_json
+from delaybound.output import check_at_least, check_out_dir, print_json
 
 __all__ = ["register", "run_demo", "DemoSettings", "FULL", "QUICK"]
 
@@ -238,13 +238,17 @@ def run_demo(out: str | Path, settings: DemoSettings = FULL, *, jobs: int = 2,
 
 def _cmd(args: argparse.Namespace) -> int:
     settings = QUICK if args.quick else FULL
+    check_at_least("--steps", args.steps, 1)
+    check_at_least("--seeds", args.seeds, 1)
+    check_at_least("--jobs", args.jobs, 0)
+    out = args.out or ("runs/demo-quick" if args.quick else "runs/demo")
+    check_out_dir("--out", out)
     if args.steps is not None or args.seeds is not None or args.no_pipeline:
         import dataclasses
         settings = dataclasses.replace(
-            settings, steps=args.steps or settings.steps,
-            seeds=tuple(range(args.seeds)) if args.seeds else settings.seeds,
+            settings, steps=args.steps if args.steps is not None else settings.steps,
+            seeds=tuple(range(args.seeds)) if args.seeds is not None else settings.seeds,
             pipeline=settings.pipeline and not args.no_pipeline)
-    out = args.out or ("runs/demo-quick" if args.quick else "runs/demo")
     code, _ = run_demo(out, settings, jobs=args.jobs,
                        json_stream=sys.stdout if args.json else None)
     return code

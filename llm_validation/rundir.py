@@ -1,14 +1,16 @@
 """Run-directory files: config.json, metrics.jsonl, checkpoints/, summary.json.
 
-Layout (DESIGN.md, "Run directory")::
+Layout (docs/architecture.md, "One run directory")::
 
     <out_dir>/config.json         resolved TrainConfig + versions + git commit + corpus facts
     <out_dir>/metrics.jsonl       one JSON object per line (flushed after every line)
     <out_dir>/checkpoints/step_<N>.pt   model, optimizer + delay/EF buffers, sampler, RNG, probe
     <out_dir>/summary.json        RunResult of the last (possibly resumed) invocation
 
-metrics.jsonl: NaN/inf become ``null`` (strict JSON). :func:`read_metrics` skips a truncated
-last line (a run killed mid-write) with a warning; a malformed line elsewhere is an error.
+metrics.jsonl: rows of two shapes, every key present, NaN/inf written as the strings "NaN",
+"Infinity", "-Infinity" and read back as floats (:mod:`llm_validation.metrics_rows`; other JSON
+files: NaN/inf become ``null``). :func:`read_metrics` skips a truncated last line (a run killed
+mid-write) with a warning; a malformed line elsewhere is an error naming the file and line.
 Checkpoints are written to a temporary file and renamed (atomic); the newest
 :data:`KEEP_CHECKPOINTS` are kept.
 """
@@ -34,6 +36,7 @@ import numpy as np
 import torch
 
 from llm_validation.config import TrainConfig
+from llm_validation.metrics_rows import decode_row, encode_row
 
 __all__ = [
     "RunResult",
@@ -55,6 +58,7 @@ __all__ = [
     "latest_checkpoint",
     "checkpoint_step",
     "load_checkpoint",
+    "newest_intact_checkpoint",
     "rng_state",
     "set_rng_state",
     "environment",
@@ -128,7 +132,7 @@ class MetricsWriter:
         self._f = open(self.path, "a", encoding="utf-8")
 
     def write(self, row: Mapping[str, Any]) -> None:
-        self._f.write(json.dumps(_clean(dict(row))) + "\n")
+        self._f.write(encode_row(row) + "\n")
         self._f.flush()
 
     def close(self) -> None:
@@ -155,8 +159,8 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
+            rows.append(decode_row(line))
+        except ValueError as exc:   # not JSON, not an object, or a row of unknown kind
             last = i == len(lines) - 1 and not complete
             if last:
                 warnings.warn(f"{path}: skipping truncated last line {i + 1}",
@@ -175,7 +179,7 @@ def rewrite_metrics_before(path: str | Path, step: int) -> None:
         warnings.simplefilter("ignore", TruncatedMetricsWarning)   # the line is dropped here
         rows = [r for r in read_metrics(path) if int(r.get("step", -1)) < step]
     tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    tmp.write_text("".join(encode_row(r) + "\n" for r in rows), encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -232,6 +236,25 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
     return torch.load(path, map_location=map_location, weights_only=False)
+
+
+def newest_intact_checkpoint(paths: RunPaths, map_location: str | torch.device = "cpu"
+                             ) -> tuple[Path | None, dict[str, Any] | None]:
+    """(path, payload) of the newest checkpoint that loads, or (None, None). A newer one that
+    does not load (truncated, corrupt) is skipped with one warning line on stderr naming it and
+    the checkpoint used instead (:data:`KEEP_CHECKPOINTS` keeps an older one for this)."""
+    if not paths.checkpoints.is_dir():
+        return None, None
+    found = sorted(((int(m.group(1)), f) for f in paths.checkpoints.iterdir()
+                    if (m := _CKPT.match(f.name))), reverse=True)
+    for i, (_, f) in enumerate(found):
+        try:
+            return f, load_checkpoint(f, map_location)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file: try the next older one
+            older = found[i + 1][1].name if i + 1 < len(found) else "none left"
+            print(f"warning: checkpoint {f} is unreadable ({type(exc).__name__}); trying the "
+                  f"next older one ({older})", file=sys.stderr, flush=True)
+    return None, None
 
 
 def _git_commit() -> str | None:

@@ -10,7 +10,7 @@ Assumptions: A1 (unbiased, E||g - grad f||_2^2 <= sigma^2), A2 (L-smooth in the 
 (``||.||_* <= rho ||.||_2``), A4 (star-convex about a minimizer x*), A5 (``||x_0||, ||x*|| <= D =
 eta/beta``).
 
-Guarantee (anytime, every K >= 0), with r_k = f(x_k) - f*:
+Guarantee (anytime, every K >= 1, the domain of K), with r_k = f(x_k) - f*:
 ``E r_K <= (1-beta)^K r0 + 2 eta rho sigma/alpha + 2 rho sigma D sqrt(alpha)
 + 4 L eta D ((1-alpha)/alpha + tau) + 2 L eta D``.
 The one-step recursion ``r_{k+1} <= (1-beta) r_k + 2 eta ||m_k - grad f(x_k)||_* + 2 L eta^2`` holds
@@ -241,7 +241,7 @@ def _theorem(name: str, sync: bool) -> Theorem:
         name=name,
         title=f"Star-convex rate of {what} LMO momentum with weight decay",
         statement=(f"For {what} LMO momentum with weight decay, D = eta/beta, r_k = f(x_k) - f*, "
-                   "every K >= 0: E r_K <= (1-beta)^K r0 + 2 eta rho sigma/alpha + 2 rho sigma D "
+                   "every K >= 1: E r_K <= (1-beta)^K r0 + 2 eta rho sigma/alpha + 2 rho sigma D "
                    f"sqrt(alpha) + 4 L eta D ((1-alpha)/alpha{' + tau' if not sync else ''}) "
                    "+ 2 L eta D."),
         assumptions=("A1 unbiased gradients, E||g - grad f||_2^2 <= sigma^2 (martingale noise)",

@@ -28,9 +28,9 @@ __all__ = ["GROWTH_TOL", "EF_HELPS_COS", "BEST_LAM_SPLIT", "BATCH_LR_CELLS", "ad
 
 #: Claim 4: "grows" = the gap of the full run exceeds 1.25x the half run's.
 GROWTH_TOL = 1.25
-#: THEORY.md result 5 (l2): EF with lam = 1 helps iff consecutive updates have cosine > 1/2.
+#: docs/theory.md result 5 (l2): EF with lam = 1 helps iff consecutive updates have cosine > 1/2.
 EF_HELPS_COS = 0.5
-#: THEORY.md result 5: the best lam is about the mean cosine; 0.75 splits lam 0.5 from lam 1.
+#: docs/theory.md result 5: the best lam is about the mean cosine; 0.75 splits lam 0.5 from lam 1.
 BEST_LAM_SPLIT = 0.75
 #: Statement 1b's batch x lr cells (Muon, delayed; each paired with its synchronous partner).
 BATCH_LR_CELLS = ("muon/2bw", "muon/2bw/lr=0.5x", "muon/2bw/bs=0.5x", "muon/2bw/bs=2x")

@@ -124,7 +124,7 @@ def warmup(c: Claim, d: ClaimData) -> ClaimResult:
     measured = {f"{label(o)}: gap(20% warmup) - gap(no warmup)": interval_of(ch)
                 for o, ch in changes.items()}
     return result(c, {"8a": aggregate("warmup reduces the gap", "all", lower), "8b": most,
-                      "T8": aggregate("no change of the final gap (THEORY.md trend 2)", "all",
+                      "T8": aggregate("no change of the final gap (docs/theory.md trend 2)", "all",
                                       theory)}, measured=measured)
 
 
@@ -185,6 +185,6 @@ def batch_size(c: Claim, d: ClaimData) -> ClaimResult:
     runs = trend_records(d, ["muon/2bw/bs=0.5x", "muon/2bw", "muon/2bw/bs=2x"])
     verdicts = (batch_check(runs, "muon"),) if runs else ()
     return result(c, {"12a": small, "12b": large,
-                      "T12": aggregate("THEORY.md trend 4: larger batches, larger gap", "all",
+                      "T12": aggregate("docs/theory.md trend 4: larger batches, larger gap", "all",
                                        [small, large])},
                   measured=measured, theory_verdicts=verdicts)

@@ -21,7 +21,7 @@ __all__ = ["Claim", "Statement", "FigureSpec", "FIGURE_KINDS", "ID_PATTERN", "SE
 FIGURE_KINDS = ("curves", "bars", "lines")
 #: Claim ids: lower-case words joined by hyphens (stable; used on the command line).
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-#: ``paper``: a sentence of the paper; ``theory``: the project's own prediction (THEORY.md).
+#: ``paper``: a sentence of the paper; ``theory``: the project's own prediction (docs/theory.md).
 SECTIONS = ("paper", "theory")
 
 
@@ -34,7 +34,7 @@ class Statement:
     quote: str
     """The paper's sentence it tests (theory: the prediction; empty: the claim's ``theory``)."""
     source: str
-    """Where the sentence is (``Fig. 3``, ``appendix (batch x lr grid)``, ``THEORY.md``)."""
+    """Where the sentence is (``Fig. 3``, ``appendix (batch x lr grid)``, ``docs/theory.md``)."""
     decision: str
     """The rule that decides it, in words."""
     change: str = ""

@@ -165,7 +165,7 @@ def render_markdown(plan: Plan, results: Sequence[ClaimResult],
     for c, r in paper:
         lines += _claim_section(c, r, plan, PAPER)
     lines += ["# The project's theory on the same runs", "",
-              "The project's predictions (THEORY.md), decided on the paper's runs with the same "
+              "The project's predictions (docs/theory.md), decided on the paper's runs with the same "
               "rules. They are not the paper's claims.", "",
               "| statement | claim | prediction | status | decision |", "|---|---|---|---|---|"]
     for c, r in zip(claims, results):

@@ -1,13 +1,14 @@
 """The runs a set of claims needs: distinct configs, their cost, and their execution.
 
 :func:`build_plan` resolves every arm of every selected claim (and its synchronous partner)
-against the scale's base run of its optimizer, for every seed, and keeps one
-:class:`PlannedRun` per distinct config: claims that need the same run share it. A run is named
-``<sweep point name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the
-whole config except ``out_dir``/``resume``), so two configs never share a directory and the
-same config always finds its directory again. An arm that this checkout cannot configure
-(a config field or optimizer not there yet) becomes an *unavailable* run with the reason; the
-claims that need it come out inconclusive, saying why.
+against the scale's base run of its optimizer, for every seed, and keeps one :class:`PlannedRun`
+per distinct config: claims that need the same run share it. A run is named ``<sweep point
+name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the whole config
+except ``out_dir``/``resume``, and except the fields of
+:data:`~llm_validation.config.DIGEST_LEGACY` while they hold the value the older runs had), so
+two configs never share a directory and the same config always finds its directory again. An arm
+that this checkout cannot configure (a config field or optimizer not there yet) becomes an
+*unavailable* run with the reason; the claims that need it come out inconclusive, saying why.
 
 :func:`execute` trains what is missing through :func:`llm_validation.sweep.runner.run_sweep`
 (resumable: finished runs are skipped, interrupted ones resumed; ``index.json`` next to the
@@ -15,8 +16,10 @@ runs) with a progress line per finished run on stderr whose ETA is weighted by t
 cost of the runs left. Checkpoints of finished runs are removed unless ``keep_checkpoints``
 (the ledger reads only config, metrics and summary; a SmolLM-135M checkpoint is ~3 GB).
 
-Cost model: ``Scale.sec_per_step x steps x batch / base batch x OPT_COST[optimizer]`` seconds
-of one process (one CPU core or one GPU); the wall time is about that over ``--jobs``.
+Cost model (:mod:`llm_validation.claims.calibration`): ``sec_per_step[optimizer] x steps x
+batch / base batch`` seconds of one process (one CPU core or one GPU), with ``sec_per_step``
+measured on this machine when a calibration is passed, else the constants ``Scale.sec_per_step
+x OPT_COST[optimizer]``; the wall time is about that over ``--jobs``.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ from typing import Any, Mapping, Sequence, TextIO
 
 from llm_validation.claims.arms import Unavailable, resolve
 from llm_validation.claims.claim import Claim
-from llm_validation.claims.scales import OPT_COST, Scale, base_config
-from llm_validation.config import TrainConfig
+from llm_validation.claims.calibration import CostModel, constant_model
+from llm_validation.claims.scales import Scale, base_config
+from llm_validation.config import DIGEST_LEGACY, OPTIMIZERS, TrainConfig
 from llm_validation.rundir import RunPaths
 from llm_validation.sweep.grid import SweepPoint, point_name
 from llm_validation.validation.runs import is_complete
@@ -64,17 +68,16 @@ def _digest(cfg: TrainConfig) -> str:
     d = cfg.to_dict()
     d["run"].pop("out_dir", None)
     d["run"].pop("resume", None)
+    for key, legacy in DIGEST_LEGACY.items():
+        section, name = key.split(".")
+        if d[section].get(name) == legacy:
+            del d[section][name]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
 
 
 def run_name(cfg: TrainConfig) -> str:
     """``<point name>-<digest>``: readable, and unique per config."""
     return f"{point_name(cfg)}-{_digest(cfg)}"
-
-
-def _cost(cfg: TrainConfig, scale: Scale, base_batch: int) -> float:
-    return (scale.sec_per_step * cfg.run.steps * cfg.run.batch_size / base_batch
-            * OPT_COST.get(cfg.optim.name, 1.0))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +92,8 @@ class Plan:
     claims: tuple[Claim, ...]
     runs: tuple[PlannedRun, ...]
     """Distinct runs, in first-use order."""
+    cost_model: CostModel
+    """How the runs' ``cost_s`` were estimated (calibrated here, or the scale's constants)."""
     index: Mapping[str, Mapping[tuple[str, int], str]] = field(repr=False)
     """claim id -> (arm key, seed) -> run name."""
 
@@ -119,8 +124,10 @@ class Plan:
 
 def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                quick: bool = False, device: str | None = None,
-               overrides: Sequence[str] = ()) -> Plan:
-    """Resolve every arm (and partner) of ``claims`` for every seed (see the module docstring)."""
+               overrides: Sequence[str] = (), cost_model: CostModel | None = None) -> Plan:
+    """Resolve every arm (and partner) of ``claims`` for every seed (see the module docstring;
+    ``cost_model``: the machine's calibration, else the scale's constants)."""
+    costs = cost_model or constant_model(scale, OPTIMIZERS)
     if not claims:
         raise ValueError("build_plan: no claims selected")
     seeds = tuple(seeds)
@@ -158,7 +165,7 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                 prev = runs.get(name)
                 use = (claim.id, arm.key)
                 if prev is None:
-                    cost = _cost(cfg, scale, base_batch) if cfg is not None else 0.0
+                    cost = costs.run_cost(cfg, base_batch) if cfg is not None else 0.0
                     runs[name] = PlannedRun(name=name, cfg=cfg, seed=seed, uses=(use,),
                                             cost_s=cost, unavailable=why)
                 elif use not in prev.uses:
@@ -167,7 +174,7 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                                             unavailable=prev.unavailable)
     return Plan(scale=scale, seeds=seeds, quick=quick,
                 device=device or scale.device, overrides=tuple(overrides),
-                claims=tuple(claims), runs=tuple(runs.values()), index=index)
+                claims=tuple(claims), runs=tuple(runs.values()), cost_model=costs, index=index)
 
 
 def _with_seed(cfg: TrainConfig, seed: int):

@@ -72,7 +72,7 @@ _CLAIMS = (
                "start is 20% of the run (the base block is shared with claims 2 and 15). "
                "Statement 1b's grid is the cells claims 6 and 12 train for Muon (no extra run; "
                "a full 3x3 batch x lr grid would cost 4x: the budget).",
-        theory="LMO steps are bounded (<= 2 eta; THEORY.md trend 7): Muon degrades less than "
+        theory="LMO steps are bounded (<= 2 eta; docs/theory.md trend 7): Muon degrades less than "
                "AdamW under the same delay",
         plot=FigureSpec(kind="curves", title="Validation loss, sync vs one-step delay",
                         by_optimizer=True)),
@@ -85,7 +85,7 @@ _CLAIMS = (
         grid="AdamW, Muon, NorMuon, SOAP x {sync, 2bw, 2bw+ef (lam=1), 2bw+sync-start}",
         reason="The paper's Fig. 2 optimizers at their tuned lrs; lam = 1 is the paper's "
                "default; the synchronous start is 20% of the run.",
-        theory="THEORY.md result 5: EF (lam = 1) helps iff consecutive updates are aligned "
+        theory="docs/theory.md result 5: EF (lam = 1) helps iff consecutive updates are aligned "
                "(l2: cosine > 1/2), so the predicted sign of the EF gain per optimizer is the "
                "sign of (mean cos of consecutive updates - 1/2)",
         plot=FigureSpec(kind="bars", title="Sync-async gap: plain, synchronous start, EF")),
@@ -172,7 +172,7 @@ _CLAIMS = (
         grid="AdamW, Muon x warmup {0, 20% of the run}; sync and 2bw",
         reason="No warmup is the base; 20% is a long warmup at this horizon (one extra value: "
                "the budget).",
-        theory="THEORY.md trend 2: delay leaves early training alone and raises the floor, so "
+        theory="docs/theory.md trend 2: delay leaves early training alone and raises the floor, so "
                "changing only early lrs should leave the final gap unchanged",
         plot=FigureSpec(kind="bars", title="Gap with and without lr warmup")),
     Claim(
@@ -224,7 +224,7 @@ _CLAIMS = (
              "tuned lr; sync and 2bw",
         reason="Half and twice the base batch at a fixed lr; the lr axis of the paper's grid is "
                "claim 6's (Muon, 0.5x lr): a full 3x3 grid would cost 4x: the budget.",
-        theory="THEORY.md trend 4: gradient noise (small batches) hides the delay term, larger "
+        theory="docs/theory.md trend 4: gradient noise (small batches) hides the delay term, larger "
                "batches expose it",
         plot=FigureSpec(kind="lines", title="Gap vs batch size", x="run.batch_size",
                         xlabel="batch size (sequences per step)", logx=True)),
@@ -254,7 +254,7 @@ _CLAIMS = (
         grid="AdamW, Muon, NorMuon, SOAP x lam {0 (plain 2bw), 0.5, 1}",
         reason="lam = 0.5 and 1 bracket the paper's optima; three points are the fewest that "
                "show a U (a fourth value per optimizer: the budget).",
-        theory="THEORY.md result 5: the best lam is about the mean cosine of consecutive "
+        theory="docs/theory.md result 5: the best lam is about the mean cosine of consecutive "
                "updates (l2)",
         plot=FigureSpec(kind="lines", title="Gap vs EF coefficient", x="delay.ef_lambda",
                         xlabel="EF coefficient lam")),
@@ -293,8 +293,8 @@ _CLAIMS = (
             delayed(o), _start(o), delayed(o, "2bw+sync-cooldown", sync_cooldown=SYNC_PHASE))),
         grid="AdamW, Muon x {2bw, 2bw+sync-start, 2bw+sync-cooldown} (20% phases)",
         reason="The paper reports both ablations without a direction in the brief; the "
-               "directions decided are THEORY.md trend 2's.",
-        theory="THEORY.md trend 2: delay leaves early training alone and raises the loss "
+               "directions decided are docs/theory.md trend 2's.",
+        theory="docs/theory.md trend 2: delay leaves early training alone and raises the loss "
                "floor, so a synchronous cooldown removes most of the gap and a synchronous "
                "start little",
         plot=FigureSpec(kind="bars", title="Synchronous start vs synchronous cooldown")),

@@ -6,7 +6,7 @@ with its own status, so a reader sees which one failed. ``section="paper"`` stat
 paper's sentence they test: the wording of the claim list the project was built from (issue 10
 of the project, figure numbers of the paper; the appendix sentence of 1b as issue 15 quotes it),
 since the paper itself is not in the repository. ``section="theory"`` statements are the
-project's own predictions (THEORY.md) tested on the same runs; they never count towards the
+project's own predictions (docs/theory.md) tested on the same runs; they never count towards the
 paper's claims. Where a rule changed from the first ledger, ``change`` says how and why.
 
 The claim's status is derived from its paper statements by :data:`CLAIM_RULE`.
@@ -37,7 +37,7 @@ def _s(id: str, quote: str, source: str, decision: str, change: str = "",
 
 
 def _theory(id: str, decision: str, change: str = "") -> Statement:
-    return _s(id, "", "THEORY.md", decision, change, THEORY)
+    return _s(id, "", "docs/theory.md", decision, change, THEORY)
 
 
 STATEMENTS: dict[str, tuple[Statement, ...]] = {
@@ -138,7 +138,7 @@ STATEMENTS: dict[str, tuple[Statement, ...]] = {
            f"Muon gap(half batch) - gap(base batch) < 0, {_PAIRED}"),
         _s("12b", "... larger ones grow it.", "Fig. 13",
            f"Muon gap(twice the batch) - gap(base batch) > 0, {_PAIRED}"),
-        _theory("T12", "larger batches, larger gap (THEORY.md trend 4): 12a and 12b")),
+        _theory("T12", "larger batches, larger gap (docs/theory.md trend 4): 12a and 12b")),
     "dcasgd": (
         _s("13a", "DC-ASGD-style Taylor compensation does not beat plain delayed Muon for any "
            "coefficient.", "Fig. 14",
@@ -178,7 +178,7 @@ STATEMENTS: dict[str, tuple[Statement, ...]] = {
         _theory("T17a", f"a synchronous cooldown removes part of the gap: gap(sync cooldown) - "
                 f"gap(2bw) < 0 for AdamW and Muon, {_PAIRED}",
                 "moved from the paper's section: the paper reports these ablations without "
-                "a direction; the direction is THEORY.md trend 2's"),
+                "a direction; the direction is docs/theory.md trend 2's"),
         _theory("T17b", f"the cooldown matters more than the start: gap(sync start) - gap(sync "
                 f"cooldown) > 0 for AdamW and Muon, {_PAIRED}")),
 }

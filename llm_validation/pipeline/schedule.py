@@ -15,8 +15,9 @@ backward of each of its microbatches, on every stage, so the gradient is the who
   (``w_s >= 1``). A consistent gradient needs one version on all stages, hence ``W(t-1)``.
 - why ``W(t-1)`` is there in time: it is made by the step in pair ``(t-1)*M - 1``, before the first
   forward of batch ``t`` (pair ``t*M - w_s``) as soon as ``M >= w_s``; the worst stage is
-  ``s = 0`` (``w_0 = P - 1``), so ``M >= P - 1`` suffices and the runtime's ``M >= P`` leaves one
-  microbatch of margin.
+  ``s = 0`` (``w_0 = P - 1``), so ``M >= P - 1`` suffices (:func:`min_microbatches`; the
+  action lists and the simulator accept it) and the runtime's ``M >= P`` leaves one microbatch
+  of margin.
 - why two versions suffice: stage ``s`` holds at most ``w_s + 1 <= P`` microbatches in flight
   (forwarded, not yet backwarded), a run of consecutive indices that touches at most two batches
   when ``P <= M + 1``. Those two batches use ``W(t-1)`` and ``W(t)``; the optimizer's master copy
@@ -42,6 +43,7 @@ __all__ = [
     "warmup_forwards",
     "version_of_batch",
     "validate_pipeline_shape",
+    "min_microbatches",
     "schedule_2bw",
     "simulate_times",
     "schedule_timeline",
@@ -76,6 +78,14 @@ def version_of_batch(t: int) -> int:
     return max(t - 1, 0)
 
 
+def min_microbatches(stages: int) -> int:
+    """The fewest microbatches per batch for which the 2BW schedule is valid with two weight
+    versions: ``P - 1`` (module docstring: ``W(t-1)`` exists in time iff ``M >= w_0 = P - 1``,
+    and ``w_s + 1 <= P <= M + 1`` microbatches in flight touch at most two batches);
+    :func:`check_schedule` replays it."""
+    return stages - 1
+
+
 def validate_pipeline_shape(stages: int, microbatches: int) -> None:
     """Raise ``ValueError`` unless ``P >= 2`` and ``M >= P`` (the 2BW requirement)."""
     if not isinstance(stages, int) or isinstance(stages, bool) or stages < 2:
@@ -91,11 +101,17 @@ def schedule_2bw(stage: int, stages: int, microbatches: int, batches: int, start
     """The action list of ``stage`` for batches ``start .. batches-1`` (``start > 0``: a resume,
     which starts with a fresh warm-up; the numbers computed do not change).
 
-    Assumptions: ``0 <= stage < stages``, ``M >= P >= 2`` (checked), ``0 <= start <= batches``.
+    Assumptions: ``P >= 2``, ``M >= min_microbatches(P) = P - 1`` (checked),
+    ``0 <= stage < stages``, ``0 <= start <= batches``.
     Guarantee: :func:`check_schedule` holds (each microbatch is forwarded then backwarded once with
     one version; one step per batch after its last backward; no flush between batches).
     """
-    validate_pipeline_shape(stages, microbatches)
+    if not isinstance(stages, int) or isinstance(stages, bool) or stages < 2:
+        raise ValueError(f"stages must be an integer >= 2 for a pipeline, got {stages!r}")
+    if (not isinstance(microbatches, int) or isinstance(microbatches, bool)
+            or microbatches < max(1, min_microbatches(stages))):
+        raise ValueError(f"2BW with two weight versions needs microbatches >= stages - 1, got "
+                         f"microbatches={microbatches!r} with stages={stages}")
     if not 0 <= stage < stages:
         raise ValueError(f"stage must be in [0, {stages - 1}], got {stage}")
     if not 0 <= start <= batches:

@@ -6,10 +6,10 @@ Algorithm (a replay of each device's action list, plus the simulated times for g
   layer inputs for the weight gradient); the peak count and the peak bytes over the run;
 - weight copies: the optimizer's master weights ``W(master)`` plus the versions read by
   microbatches in flight. A synchronous schedule reads only the master: 1 copy. A schedule that
-  stashes (2BW, PipeDream) holds ``max |versions in flight| + 1`` copies when the master is kept
-  apart from the stashes (``separate_master``, this repository's 2BW runtime: two slots and the
-  master, 3 copies), else ``max |versions in flight and master|`` (the 2BW paper's 2 copies;
-  PipeDream's ``P - d``);
+  stashes (2BW, PipeDream) holds ``max |versions in flight and master|`` (the default: the 2BW
+  paper's 2 copies, which is what this repository's runtime holds since its master aliases one
+  of the two versions, docs/pipeline.md; PipeDream's ``P - d``), or ``max |versions in flight|
+  + 1`` when the master is kept apart from the stashes (``separate_master``: 3 copies for 2BW);
 - gradient buffers: a step's buffer is live from the first backward that writes weight
   gradients (``B`` or ``W``) of its microbatches until its update ends; with an overlapped
   all-reduce the next batch's backward may start before, and a second buffer is counted;
@@ -55,7 +55,7 @@ class MemoryModel:
     """Optimizer name (its state tensors per parameter)."""
     ef: bool = False
     """Error Feedback on: one more float32 buffer per parameter."""
-    separate_master: bool = True
+    separate_master: bool = False
     """The master weights are a copy of their own beside the stashed versions."""
 
     def __post_init__(self) -> None:
@@ -68,7 +68,7 @@ class MemoryModel:
 
 
 def memory_model(shapes: list[StageShape], microbatch_tokens: int, *, optimizer: str = "adamw",
-                 ef: bool = False, separate_master: bool = True) -> MemoryModel:
+                 ef: bool = False, separate_master: bool = False) -> MemoryModel:
     """The :class:`MemoryModel` of virtual stages ``shapes`` for microbatches of
     ``microbatch_tokens`` tokens."""
     return MemoryModel(params=[s.params for s in shapes],
@@ -78,7 +78,7 @@ def memory_model(shapes: list[StageShape], microbatch_tokens: int, *, optimizer:
                        optimizer=optimizer, ef=ef, separate_master=separate_master)
 
 
-def weight_copies(plan: Plan, device: int, separate_master: bool = True) -> int:
+def weight_copies(plan: Plan, device: int, separate_master: bool = False) -> int:
     """Weight copies ``device`` needs at its peak (see the module docstring)."""
     return _replay(plan, device, None, separate_master)["weight_copies"]
 
@@ -141,7 +141,7 @@ def peak_memory(result: SimResult, model: MemoryModel | None = None) -> list[dic
     if model is not None and len(model.params) != plan.vstages:
         raise ValueError(f"memory model for {len(model.params)} virtual stages, plan has "
                          f"{plan.vstages}")
-    separate = model.separate_master if model is not None else True
+    separate = model.separate_master if model is not None else False
     grads = _grad_buffers(result)
     rows = []
     for d in range(plan.stages):

@@ -12,7 +12,8 @@ difference of the largest per-device totals.
 Assumptions (stated again in ``docs/simulation.md``): the costs of :mod:`.costs` and
 :mod:`.shapes` (FLOPs at a sustained rate, ring all-reduce, point-to-point as latency +
 bytes / bandwidth), stages cut as the runtime cuts them (embedding on the first, head on the
-last, the blocks as even as possible; fractional beyond one block per stage), all replicas
+last, the blocks as even as possible; never finer than one block per stage: such points are
+skipped, they would need tensor parallelism), all replicas
 identical, no activation recomputation, no tensor or sequence parallelism. ``balance="uniform"``
 replaces the runtime's cut by an ideal one (every stage 1/K of the model).
 """
@@ -80,8 +81,9 @@ class ProjectionSpec:
     """Asynchronous point-to-point sends."""
     overlap_allreduce: bool = False
     """All-reduce and update beside the compute."""
-    separate_master: bool = True
-    """Count 2BW's master copy apart from its two stashed versions (this repository's runtime)."""
+    separate_master: bool = False
+    """Count 2BW's master copy apart from its two stashed versions (3 copies; the runtime holds
+    2, its master aliasing one version)."""
     balance: str = "layers"
     """Stage cut: ``layers`` (the runtime's) or ``uniform`` (1/K of the model per stage)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -142,7 +144,7 @@ def _point(spec: ProjectionSpec, schedule: str, P: int, M: int, D: int) -> dict[
 def project(spec: ProjectionSpec,
             progress: Callable[[int, int, str], None] | None = None) -> list[dict[str, Any]]:
     """One row per (P, M, D, schedule) that applies; a schedule that does not apply to a point
-    (2BW with M < P, interleaved with M not a multiple of P) gets a row with ``skipped``."""
+    (2BW with M < P - 1, interleaved with M not a multiple of P) gets a row with ``skipped``."""
     points = [(P, resolve_microbatches(m, P), D) for P in spec.stages
               for m in spec.microbatches for D in spec.data_parallel]
     total, rows = len(points) * len(spec.schedules), []

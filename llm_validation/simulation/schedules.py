@@ -40,7 +40,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from llm_validation.pipeline.schedule import BACKWARD, FORWARD, STEP, schedule_2bw, warmup_forwards
+from llm_validation.pipeline.schedule import (BACKWARD, FORWARD, STEP, min_microbatches,
+                                             schedule_2bw, warmup_forwards)
 
 __all__ = [
     "FORWARD",
@@ -252,7 +253,7 @@ def build_plan(schedule: str, stages: int, microbatches: int, batches: int = 1,
     """The action lists of ``schedule`` (see the module docstring) for ``batches`` batches of
     ``microbatches`` microbatches on ``stages`` devices; ``chunks`` is used by interleaved 1F1B
     only. Raises ``ValueError`` on an unknown schedule or a bad shape (``P >= 2``; 2BW needs
-    ``M >= P``; interleaved needs ``chunks >= 2`` and ``M`` a multiple of ``P``)."""
+    ``M >= P - 1``; interleaved needs ``chunks >= 2`` and ``M`` a multiple of ``P``)."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; choose one of {list(SCHEDULES)}")
     P = _positive_int("stages", stages, 2)
@@ -264,9 +265,9 @@ def build_plan(schedule: str, stages: int, microbatches: int, batches: int = 1,
         if M % P:
             raise ValueError(f"interleaved-1f1b needs microbatches to be a multiple of stages "
                              f"(Megatron's condition), got M={M}, P={P}")
-    if schedule == "2bw" and M < P:
-        raise ValueError(f"2bw needs microbatches >= stages (two weight versions suffice only "
-                         f"then), got M={M}, P={P}")
+    if schedule == "2bw" and M < min_microbatches(P):
+        raise ValueError(f"2bw needs microbatches >= stages - 1 (two weight versions suffice "
+                         f"only then: llm_validation.pipeline.schedule), got M={M}, P={P}")
     build = {"gpipe": _gpipe, "1f1b": _one_f_one_b, "zb-h1": _zb_h1, "2bw": _two_bw,
              "pipedream": _pipedream}
     if schedule == "interleaved-1f1b":

@@ -3,9 +3,9 @@
 Algorithm. The ``n_layer`` blocks are cut into ``K`` contiguous virtual stages as the runtime
 cuts them (:func:`llm_validation.training.model.stage_bounds`); the first holds the embedding,
 the last the final norm and the head (a head of its own even for a tied model: a pipeline
-cannot share the embedding between its first and last stage). When ``K > n_layer`` (a projection beyond one block per
-stage) every stage gets ``n_layer / K`` blocks, a fractional split no runtime performs:
-:attr:`StageShape.fractional` marks it. ``balance="uniform"`` instead gives every stage ``1/K``
+cannot share the embedding between its first and last stage). ``K > n_layer`` (a stage finer
+than one block) is refused: it needs tensor parallelism inside a block, which is not modelled.
+``balance="uniform"`` instead gives every stage ``1/K``
 of the whole model (FLOPs, parameters, activations, embedding and head included): an ideal
 balanced pipeline, not a cut any runtime makes (the head alone can outweigh a stage), which
 isolates the schedule's effect from the imbalance of the runtime's cut.
@@ -59,7 +59,7 @@ class StageShape:
     index: int
     """Virtual stage k."""
     layers: float
-    """Blocks held (fractional when the model is cut finer than one block per stage)."""
+    """Blocks held (fractional only with ``balance="uniform"``, 1/K of the model per stage)."""
     params: float
     """Parameters (weights the optimizer updates and the all-reduce sums)."""
     matrix_params: float
@@ -71,7 +71,7 @@ class StageShape:
     message_bytes_per_token: float
     """Bytes sent to the next stage per token (0 for the last stage)."""
     fractional: bool = False
-    """True when ``layers`` is not a whole number of blocks (projection only)."""
+    """True when ``layers`` is not a whole number of blocks (``balance="uniform"`` only)."""
 
 
 def stage_shapes(model: ModelConfig, vstages: int, *, seq_len: int,
@@ -89,7 +89,11 @@ def stage_shapes(model: ModelConfig, vstages: int, *, seq_len: int,
         raise ValueError(f"balance must be 'layers' or 'uniform', got {balance!r}")
     c, kv, f, V = model.d_model, model.n_kv_head * model.head_dim, model.d_ff, model.vocab_size
     bp, bm = block_params(model), block_matrix_params(model)
-    if vstages > model.n_layer or balance == "uniform":
+    if vstages > model.n_layer:
+        raise ValueError(f"{vstages} (virtual) stages of a {model.n_layer}-block model: a stage "
+                         "finer than one transformer block needs tensor parallelism, which is "
+                         "not modelled")
+    if balance == "uniform":
         layers = [model.n_layer / vstages] * vstages
     else:
         layers = [float(hi - lo) for lo, hi in stage_bounds(model.n_layer, vstages)]

@@ -12,7 +12,7 @@ combination. Modes (the brief's {sync, 2BW, 2BW+EF}):
 
 ``lrs``, ``momenta`` may be given per optimizer (``{"adamw": (1e-3,), "muon": (0.02,)}``) or for
 all (a plain tuple); None keeps the base config's value. ``momenta`` sets Muon/NorMuon/SGD
-``momentum`` and the Adam family's and Lion's ``beta1`` (THEORY.md's 1 - alpha). Optimizer
+``momentum`` and the Adam family's and Lion's ``beta1`` (docs/theory.md's 1 - alpha). Optimizer
 axes for every mode: ``beta2s``, ``weight_decays``, ``warmups``, ``grad_clips``, ``schedules``;
 delay axes for the delayed modes: ``sync_starts``, ``sync_cooldowns`` (emulation only).
 ``pipeline="2bw"`` runs the ``2bw`` points with tau = 1 on the real two-stage pipeline
@@ -82,7 +82,7 @@ BASE_OPTIM: dict[str, dict[str, Any]] = {
     "nadamw": {"lr": 1e-3},
 }
 
-#: The OptimConfig field the ``momenta`` axis sets (THEORY.md's 1 - alpha): the EMA momentum
+#: The OptimConfig field the ``momenta`` axis sets (docs/theory.md's 1 - alpha): the EMA momentum
 #: of Muon, NorMuon and SGD; the first-moment beta of the Adam family; Lion's interpolation beta
 #: (the coefficient of the direction its sign acts on).
 MOMENTUM_FIELD = {"adamw": "beta1", "muon": "momentum", "sgd": "momentum", "normuon": "momentum",

@@ -13,6 +13,12 @@ directory is not finished yet:
 Emulated runs go to a pool of ``jobs`` worker processes (spawned; each sets torch to
 ``threads`` intra-op threads); real-pipeline runs (their own ``stages`` processes) run one at a
 time afterwards. A run that raises is recorded as ``error`` and the sweep goes on.
+
+SIGINT / SIGTERM (:mod:`llm_validation.sweep.interrupt`): queued runs are cancelled, running
+ones stopped within seconds (SIGTERM, then SIGKILL), no worker is left behind, and
+:class:`~llm_validation.sweep.interrupt.Interrupted` is raised saying how many runs finished,
+were stopped (resumable from their newest checkpoint) or never started; running the same sweep
+again trains only those.
 ``index.json`` (name, status, final validation loss, wall time, the swept values) is rewritten
 atomically after every run, so nothing is lost on a crash; a progress bar goes to stderr.
 """
@@ -24,6 +30,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -31,9 +38,11 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from llm_validation.config import TrainConfig
-from llm_validation.rundir import RunPaths, read_json, write_json
+from llm_validation.rundir import RunPaths, latest_checkpoint, read_json, write_json
 from llm_validation.run import run
 from llm_validation.sweep.grid import SweepPoint
+from llm_validation.sweep.interrupt import (Interrupted, ignore_sigint, raising_signals,
+                                            stop_processes)
 from llm_validation.validation.runs import is_complete
 
 __all__ = ["run_sweep", "SweepOutcome", "INDEX_FILE", "Progress", "plan"]
@@ -106,7 +115,7 @@ def plan(points: Sequence[SweepPoint], out: str | Path) -> list[tuple[SweepPoint
                              f"{p.name}; use another --out (or remove that directory)")
         if is_complete(run_dir):
             action = "skip"
-        elif (ck := RunPaths(run_dir).checkpoints).is_dir() and any(ck.iterdir()):
+        elif latest_checkpoint(RunPaths(run_dir)) is not None:
             action = "resume"
             cfg = cfg.replace(run=dataclasses.replace(cfg.run, resume=True))
         actions.append((SweepPoint(p.name, cfg), action))
@@ -126,6 +135,7 @@ def _clear(run_dir: Path) -> None:
 
 def _init_worker(threads: int) -> None:
     import torch
+    ignore_sigint()
     torch.set_num_threads(threads)
 
 
@@ -171,6 +181,8 @@ def run_sweep(points: Sequence[SweepPoint], out: str | Path, *, jobs: int = 1,
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
         raise ValueError(f"jobs={jobs!r} must be an int >= 0 (0: in this process)")
     threads = threads if threads is not None else max(1, (os.cpu_count() or 1) // max(jobs, 1))
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads={threads!r} must be an int >= 1 (torch threads per run)")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     planned = plan(points, out)
@@ -197,26 +209,54 @@ def run_sweep(points: Sequence[SweepPoint], out: str | Path, *, jobs: int = 1,
             todo.append(p)
     local = [p for p in todo if p.cfg.run.pipeline == "none"]
     piped = [p for p in todo if p.cfg.run.pipeline != "none"]
+    try:
+        with raising_signals():
+            _train_all(local, piped, jobs, threads, record)
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        raise Interrupted(signum, _interrupt_detail(out, planned, set(outcomes))) from None
+    return [outcomes[p.name] for p, _ in planned]
+
+
+def _interrupt_detail(out: Path, planned: Sequence[tuple[SweepPoint, str]],
+                      finished: set[str]) -> str:
+    """What an interrupted sweep leaves: finished runs, stopped ones (resumable when they
+    have a checkpoint), never started ones; read from the run directories."""
+    left = [p.name for p, _ in planned if p.name not in finished]
+    started = [n for n in left if (out / n / "config.json").is_file()]
+    resumable = sum(latest_checkpoint(RunPaths(out / n)) is not None for n in started)
+    return (f"{len(finished)} of {len(planned)} runs finished, {len(started)} stopped mid-run "
+            f"({resumable} resume from a checkpoint, {len(started) - resumable} start over), "
+            f"{len(left) - len(started)} not started")
+
+
+def _outcome(p: SweepPoint, r: dict[str, Any]) -> SweepOutcome:
+    return SweepOutcome(p.name, r["status"], r["final_val_loss"], r["wall_time_s"], r["message"])
+
+
+def _train_all(local: list[SweepPoint], piped: list[SweepPoint], jobs: int, threads: int,
+               record: Callable[[SweepPoint, SweepOutcome], None]) -> None:
+    """Emulated runs inline (jobs 0) or on a pool, then pipeline runs one at a time. On an
+    interrupt the pool's queued runs are cancelled and its workers stopped before re-raising."""
     if local and jobs == 0:          # in this process, in order (tests, debugging)
         for p in local:
-            r = _train_one(p.cfg.to_dict())
-            record(p, SweepOutcome(p.name, r["status"], r["final_val_loss"], r["wall_time_s"],
-                                   r["message"]))
+            record(p, _outcome(p, _train_one(p.cfg.to_dict())))
     elif local:
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(local)), mp_context=ctx,
-                                 initializer=_init_worker, initargs=(threads,)) as pool:
+        before = set(multiprocessing.active_children())
+        pool = ProcessPoolExecutor(max_workers=min(jobs, len(local)), mp_context=ctx,
+                                   initializer=_init_worker, initargs=(threads,))
+        try:
             futures = {pool.submit(_train_one, p.cfg.to_dict()): p for p in local}
             pending = set(futures)
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for f in finished:
-                    p = futures[f]
-                    r = f.result()
-                    record(p, SweepOutcome(p.name, r["status"], r["final_val_loss"],
-                                           r["wall_time_s"], r["message"]))
+                    record(futures[f], _outcome(futures[f], f.result()))
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            stop_processes([c for c in multiprocessing.active_children() if c not in before])
+            raise
+        pool.shutdown(wait=True)
     for p in piped:   # the pipeline spawns its own stage processes: one at a time
-        r = _train_one(p.cfg.to_dict())
-        record(p, SweepOutcome(p.name, r["status"], r["final_val_loss"], r["wall_time_s"],
-                               r["message"]))
-    return [outcomes[p.name] for p, _ in planned]
+        record(p, _outcome(p, _train_one(p.cfg.to_dict())))

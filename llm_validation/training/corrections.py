@@ -2,7 +2,7 @@
 
 Each acts inside :class:`llm_validation.training.delay.DelayedOptimizer` and on its own on any
 list of parameters (a pipeline stage): a stateful wrapper with ``apply``/``mix`` around a pure
-formula written once. EF (``DelayConfig.ef_lambda``, ``ef_level``; THEORY.md result 5):
+formula written once. EF (``DelayConfig.ef_lambda``, ``ef_level``; docs/theory.md result 5):
 :class:`UpdateErrorFeedback` ``W(t+1) = W_base + lam (v_t - v_{t-1})`` and
 :class:`GradErrorFeedback` ``(1 + lam) g_t - lam g_{t-1}``, formulas in
 ``theory.update_rules``. On a pipeline stage's own parameters::

@@ -1,6 +1,6 @@
 """Exact emulation of a tau-step gradient delay, with Error Feedback, around any torch optimizer.
 
-Algorithm (THEORY.md, "Algorithms"; step t = 0, 1, ...)::
+Algorithm (docs/theory.md, "Algorithms"; step t = 0, 1, ...)::
 
     g_t     = grad f(W(max(t - tau, 0)); batch t)          # read point, W(-k) = W(0)
     W_base  = base_step(W(t), g_t)                         # optimizer state, weight decay on W(t)
@@ -49,7 +49,7 @@ optimizer (tau = 0 there: the schedule makes the delay); :class:`UpdateErrorFeed
 :class:`GradErrorFeedback` (``corrections``, re-exported here) act on any parameter list.
 
 Reference: PipeDream-2BW (Narayanan et al., 2021) weight stashing with one version; the EF rule
-and its virtual iterate ``z_t = x_t - lam v_{t-1}`` are THEORY.md result 5.
+and its virtual iterate ``z_t = x_t - lam v_{t-1}`` are docs/theory.md result 5.
 """
 
 from __future__ import annotations

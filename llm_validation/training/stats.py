@@ -7,7 +7,7 @@ stages BEFORE any square root: keys starting with ``max_`` reduce with MAX, all 
 square roots and ratios and returns the metrics under the fixed key names (:data:`KEYS`); a
 statistic whose inputs were not measured at this step is ``None``.
 
-Geometry (the "optimizer's norm" of THEORY.md A2/A3), per parameter from its optimizer group
+Geometry (the "optimizer's norm" of docs/theory.md A2/A3), per parameter from its optimizer group
 (``optim.group_geometry``): Muon matrices -> spectral norm, dual nuclear
 (``SPECTRAL.dual_norm``); AdamW tensors -> l_inf, dual l1 (Adam without momentum is sign
 descent); SGD tensors -> one l2 block over all of them. The norm of the whole parameter space is

@@ -13,7 +13,7 @@ Each check reads the one-step-delayed runs (tau = 1, no EF) of an optimizer's ba
   microbatch gradients); bounded variance: spread p95 / median below :data:`SPREAD_MAX`.
 - Momentum-error lemma (theory ``momentum_error``): the measured ||m_k - G||_* (G a large-batch
   gradient) over the lemma's bound at the measured constants, per step, averaged: below 1.
-- EF criterion (THEORY.md result 5): with the measured drift omega_bar of the EF run, omega_bar
+- EF criterion (docs/theory.md result 5): with the measured drift omega_bar of the EF run, omega_bar
   < 1 predicts that EF lowers the loss (gain > 0), omega_bar > 1 that it raises it.
 """
 
@@ -227,7 +227,7 @@ def ef_criterion_check(runs: Sequence[RunRecord], opt: str, cond: str, lam: floa
     vid = f"ef_criterion[{opt}]"
     claim = (f"{optimizer_label(opt)}: the EF criterion (drift omega_bar vs 1) predicts the sign of "
              f"EF's effect (lam = {lam:g})")
-    prediction = ("THEORY.md result 5: EF replaces tau = 1 by omega_bar = E||d_{k-1} - lam "
+    prediction = ("docs/theory.md result 5: EF replaces tau = 1 by omega_bar = E||d_{k-1} - lam "
                   "d_{k-2}|| (in step units); omega_bar < 1 => EF lowers the loss")
     rows = ef_rows(runs, cond, lam, metric=metric)
     omega = {s: series_stat(e, "ef_drift", np.mean) for s, (_, _, e) in rows.items()}

@@ -10,7 +10,7 @@ Everything here is a pure function of numbers (no torch, no run directories):
   noise, so noisy non-positive y are allowed); t interval of the exponent from the covariance.
 - :func:`fit_linear` — ordinary least squares ``y = X b`` with t intervals per coefficient.
 - :func:`fit_pl_tau_shape` — the PL gap law ``gap = A tau (tau + k + c)`` with
-  ``k = 2 (1 - alpha) / alpha`` (THEORY.md result 6: c = 1/2): A with c fixed at theory's value,
+  ``k = 2 (1 - alpha) / alpha`` (docs/theory.md result 6: c = 1/2): A with c fixed at theory's value,
   and the free fit ``gap = A tau (tau + k) + B tau`` with ``c = B / A`` and Fieller's interval.
 
 An :class:`Interval` with ``n`` too small for any interval is ``(-inf, inf)``: it overlaps every
@@ -50,7 +50,7 @@ DEFAULT_LEVEL = 0.95
 #: Bootstrap resamples: the percentile end points then move by well under 1% of the width
 #: between seeds (Monte Carlo error of a 2.5% quantile from 4000 draws is ~0.25 percentage points).
 DEFAULT_BOOTSTRAP = 4000
-#: THEORY.md result 6: the PL delay gap ~ 2 L^2 eta^2 tau (tau + 2(1-alpha)/alpha + 1/2) / mu.
+#: docs/theory.md result 6: the PL delay gap ~ 2 L^2 eta^2 tau (tau + 2(1-alpha)/alpha + 1/2) / mu.
 PL_SHAPE_C = 0.5
 
 _INF = float("inf")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from llm_validation.rundir import RunPaths, read_json, read_metrics
+from llm_validation.rundir import RunPaths, TruncatedMetricsWarning, read_json, read_metrics
 
 __all__ = [
     "NON_CONDITION_RUN_FIELDS",
@@ -83,6 +84,8 @@ class RunRecord:
         if not paths.config.is_file():
             raise FileNotFoundError(f"not a run directory (no config.json): {run_dir}")
         config = read_json(paths.config)
+        if not isinstance(config, dict):
+            raise ValueError(f"{paths.config} does not hold a JSON object (a run's config)")
         summary = read_json(paths.summary) if is_complete(run_dir) else None
         return cls(Path(run_dir), config, summary)
 
@@ -110,7 +113,7 @@ class RunRecord:
 
     @property
     def alpha(self) -> float:
-        """THEORY.md's EMA weight alpha = 1 - momentum (of the matrices' optimizer)."""
+        """docs/theory.md's EMA weight alpha = 1 - momentum (of the matrices' optimizer)."""
         return 1.0 - self.momentum
 
     @property
@@ -213,9 +216,48 @@ class RunRecord:
         return float(v) if v is not None else None
 
     @cached_property
+    def _metrics(self) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+        """(rows, what was skipped): a truncated last line is skipped and recorded."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TruncatedMetricsWarning)
+            rows = read_metrics(self.path)
+        return rows, tuple(str(w.message) for w in caught
+                           if issubclass(w.category, TruncatedMetricsWarning))
+
+    @property
     def rows(self) -> list[dict[str, Any]]:
-        """metrics.jsonl rows (a truncated last line is skipped with a warning)."""
-        return read_metrics(self.path)
+        """metrics.jsonl rows (a truncated last line is skipped, see :attr:`damage`)."""
+        return self._metrics[0]
+
+    @cached_property
+    def damage(self) -> str | None:
+        """Why the metrics of a finished run are incomplete (a skipped truncated line, rows
+        that stop before the run's last step, no closing evaluation row), or None."""
+        if not self.complete:
+            return None
+        try:
+            rows, skipped = self._metrics
+        except FileNotFoundError:
+            return "metrics.jsonl is missing"
+        if skipped:
+            return "; ".join(skipped)
+        train = [int(r["step"]) for r in rows if r.get("kind") == "train"]
+        last = max(train, default=-1)
+        if self.status == "completed" and last < int(self.summary.get("steps", 0)) - 1:
+            return f"metrics.jsonl stops at step {last} of {self.summary.get('steps')}"
+        if self.status == "completed" and not any(r.get("kind") == "eval" for r in rows):
+            return "metrics.jsonl has no closing eval row"
+        return None
+
+    @property
+    def unusable(self) -> str | None:
+        """Why this run cannot give its seed's numbers in full (unfinished, diverged, damaged
+        metrics), or None."""
+        if not self.complete:
+            return "unfinished"
+        if self.status == "diverged":
+            return "diverged"
+        return self.damage
 
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of the rows where ``key`` was measured (finite)."""

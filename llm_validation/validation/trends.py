@@ -3,7 +3,7 @@
 Gaps are paired by seed (``validation.runs.paired_gaps``). Checks and their decision rules:
 
 - ``gap_adamw_gt_muon``: gap(AdamW) - gap(Muon) at each optimizer's base condition, Welch
-  interval above 0 (THEORY.md trend 7; the paper's headline).
+  interval above 0 (docs/theory.md trend 7; the paper's headline).
 - ``ef_gain[opt]``: EF gain = val(delayed) - val(EF), paired by seed, interval above 0; the
   share of the gap removed (Fieller's interval of the ratio of paired means) is reported.
 - ``ef_share_vs_alignment[opt]``: across one optimizer's EF settings (lam, momentum), the
@@ -79,7 +79,7 @@ def adamw_vs_muon_check(runs: Sequence[RunRecord], base: dict[str, str],
                         metric: str = "final") -> Verdict:
     vid, claim = "gap_adamw_gt_muon", "AdamW's sync-async gap exceeds Muon's"
     prediction = ("LMO steps are bounded (<= 2 eta), so Muon degrades less under one-step delay "
-                  "(THEORY.md trend 7; paper: > 0.2 vs ~0.01)")
+                  "(docs/theory.md trend 7; paper: > 0.2 vs ~0.01)")
     if "adamw" not in base or "muon" not in base:
         return missing(vid, "trend", claim, prediction,
                        "needs sync and 2bw runs of both AdamW and Muon")
@@ -113,7 +113,7 @@ def ef_gain_check(runs: Sequence[RunRecord], opt: str, cond: str, lam: float = 1
     claim = f"{optimizer_label(opt)}: Error Feedback (lam = {lam:g}) reduces the sync-async gap"
     prediction = ("EF makes the virtual iterate z_k = x_k - lam v_{k-1} see drift omega_bar "
                   "instead of tau = 1; with aligned consecutive updates (heavy momentum) "
-                  "omega_bar < 1 and the gap shrinks (THEORY.md result 5, trend 6)")
+                  "omega_bar < 1 and the gap shrinks (docs/theory.md result 5, trend 6)")
     rows = ef_rows(runs, cond, lam, metric=metric)
     if not rows:
         return missing(vid, "trend", claim, prediction,
@@ -135,7 +135,7 @@ def ef_share_check(runs: Sequence[RunRecord], opt: str, metric: str = "final") -
     claim = (f"{optimizer_label(opt)}: EF's share of the gap removed grows with the alignment of "
              "consecutive updates")
     prediction = ("omega^2 = 1 + lam^2 - 2 lam cos(d_{k-1}, d_{k-2}) (unit steps): higher cosine, "
-                  "smaller drift, larger share removed (THEORY.md trend 6); across this "
+                  "smaller drift, larger share removed (docs/theory.md trend 6); across this "
                   "optimizer's EF settings (lam, momentum)")
     xs, ys, conds, names = [], [], set(), []
     for cond in sorted({r.condition for r in select(runs, optimizer=opt, mode="ef")}):
@@ -213,7 +213,7 @@ def tau_shape_check(runs: Sequence[RunRecord], opt: str, cond: str,
                     metric: str = "final") -> Verdict:
     vid = f"gap_vs_tau[{opt}]"
     claim = f"{optimizer_label(opt)}: the gap grows with tau as tau (tau + 2(1-alpha)/alpha + c)"
-    prediction = "PL law, THEORY.md result 6: scale A > 0 and c = 1/2"
+    prediction = "PL law, docs/theory.md result 6: scale A > 0 and c = 1/2"
     def n_taus(c: str) -> int:
         return sum(1 for t in {r.tau for r in select(runs, condition=c, mode="delay")}
                    if gaps_by_seed(runs, c, tau=t, metric=metric))
@@ -287,6 +287,6 @@ def batch_check(runs: Sequence[RunRecord], opt: str, metric: str = "final") -> V
     return _slope_check(
         runs, opt, "batch_size", log2, f"gap_vs_batch[{opt}]",
         f"{optimizer_label(opt)}: larger batches expose the delay (smaller batches hide it)",
-        "THEORY.md trend 4: the noise terms (sigma) dominate small-batch runs, so the delay "
+        "docs/theory.md trend 4: the noise terms (sigma) dominate small-batch runs, so the delay "
         "term shows more with larger batches", "log2 batch", "gap_vs_batch.png", metric)
 

@@ -20,6 +20,7 @@ alignment, lr, tau, momentum, batch), bounds.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -38,7 +39,7 @@ from llm_validation.validation.runs import (
 )
 from llm_validation.validation.verdict import ValidationReport, Verdict
 
-__all__ = ["validate", "validate_runs", "gap_definition", "OPTIMIZER_ORDER"]
+__all__ = ["validate", "validate_runs", "gap_definition", "lost_seeds", "OPTIMIZER_ORDER"]
 
 #: Optimizers checked per-optimizer, in report order (others found in the runs follow).
 OPTIMIZER_ORDER = ("adamw", "muon", "sgd")
@@ -63,9 +64,35 @@ def _notes(runs: Sequence[RunRecord]) -> list[str]:
                 and sync_partner(r, runs) is None:
             notes.append(f"{r.name}: no synchronous run with the same config and seed; "
                          "its gap is not measured")
+        elif r.damage:
+            notes.append(f"{r.name}: {r.damage}")
         elif r.mode == "other":
             notes.append(f"{r.name}: gradient-level EF or per-stage delays; not validated")
     return notes
+
+
+def lost_seeds(verdict: Verdict, runs: Sequence[RunRecord]) -> str | None:
+    """What a verdict lost: runs of its optimizers that could not be used in full (unfinished,
+    diverged, damaged metrics) and whose seed is missing from the verdict's runs, or whose
+    damaged metrics the verdict used. None when nothing was lost."""
+    by_name = {r.name: r for r in runs}
+    used = [by_name[n] for n in verdict.runs if n in by_name]
+    opts, seeds = {r.optimizer for r in used}, {r.seed for r in used}
+    lost = sorted({(r.seed, r.name, r.unusable) for r in runs if r.unusable
+                   and r.optimizer in opts and (r.seed not in seeds or r in used)})
+    if not lost:
+        return None
+    missing = sorted({s for s, _, _ in lost if s not in seeds})
+    head = f"lost seed(s) {missing}" if missing else "used damaged runs"
+    return head + ": " + "; ".join(f"{name}: {why}" for _, name, why in lost)
+
+
+def _with_losses(verdicts: Sequence[Verdict], runs: Sequence[RunRecord]) -> list[Verdict]:
+    out = []
+    for v in verdicts:
+        note = lost_seeds(v, runs)
+        out.append(v if note is None else dataclasses.replace(v, reason=f"{v.reason} ({note})"))
+    return out
 
 
 def validate_runs(runs: Sequence[RunRecord], *, gap_metric: str = "final",
@@ -101,6 +128,7 @@ def validate_runs(runs: Sequence[RunRecord], *, gap_metric: str = "final",
     for opt in opts:
         if opt in base:
             out.append(B.star_convex_check(runs, opt, base[opt], gap_metric))
+    out = _with_losses(out, runs)
     if quick:
         out = [v.as_quick() for v in out]
     notes = _notes(runs)

@@ -31,6 +31,7 @@ def test_list_json_has_all_claims(capsys):
         assert bool(paper) == (c["section"] == "paper")
     first = d["claims"][0]["statements"]
     assert [s["id"] for s in first] == ["1a", "1b", "T1"] and "appendix" in first[1]["source"]
+    assert d["cost_model"]["source"] == "constants"      # no calibration without --out
     assert main(["reproduce", "--list", "--claims", "dcasgd"]) == 0
     out = capsys.readouterr().out
     assert "13. dcasgd (Fig. 14)" in out and "distinct runs" in out
@@ -59,6 +60,13 @@ def test_quick_end_to_end_then_nothing_to_run(tmp_path, capsys):
     assert "only 1 seed" in claim["result"]["reason"]
     assert (tmp_path / "claims.md").is_file() and (tmp_path / "figures" / "dcasgd.png").is_file()
     assert not any((tmp_path / "runs").glob("*/checkpoints"))
+    calibration = json.loads((tmp_path / "calibration.json").read_text())
+    assert calibration["source"] == "calibrated" and calibration["sec_per_step"]["muon"] > 0
     assert main(args) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["budget"]["ran"] == 0 and again["budget"]["reused"] == 4
+    assert json.loads((tmp_path / "calibration.json").read_text()) == calibration  # reused
+    assert main(["reproduce", "--list", "--json", "--quick", "--claims", "dcasgd", "--jobs", "0",
+                 "--out", str(tmp_path), *MICRO]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["cost_model"]["source"] == "calibrated"

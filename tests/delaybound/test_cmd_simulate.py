@@ -80,8 +80,8 @@ def test_projection_with_quality(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,match", [
-    (["--schedule", "2bw", "--stages", "4", "--microbatches", "3", "--unit-costs"],
-     "microbatches >= stages"),
+    (["--schedule", "2bw", "--stages", "4", "--microbatches", "2", "--unit-costs"],
+     "microbatches >= stages - 1"),
     (["--schedule", "1f1b", "--stages", "2", "--microbatches", "2", "--model", "tiny",
       "--gpu-tflops", "0", "--link-gbps", "1"], "gpu_tflops"),
     (["--schedule", "fifo", "--stages", "2", "--microbatches", "2", "--unit-costs"],

@@ -101,3 +101,23 @@ def test_schedule_clip_sync_phase_and_correction_flags_reach_the_config(tmp_path
                                            "correction_coef")} == \
         {"tau": 1, "sync_start": 1, "sync_cooldown": 1, "correction": "dcasgd",
          "correction_coef": 0.1}
+
+
+def test_resume_falls_back_from_a_corrupt_newest_checkpoint(tmp_path, capsys):
+    """The newest checkpoint cut short (a crash mid-copy): --resume warns in one line naming it
+    and continues from the older intact one that is kept."""
+    out = tmp_path / "run"
+    assert main([*SMALL_RUN, "--steps", "3", "--checkpoint-interval", "1", "--out", str(out),
+                 "--quiet"]) == 0
+    ckpts = sorted((out / "checkpoints").glob("step_*.pt"))
+    assert len(ckpts) == 2
+    ckpts[-1].write_bytes(ckpts[-1].read_bytes()[:100])
+    capsys.readouterr()
+    assert main(["train", "--resume", "--steps", "4", "--out", str(out), "--quiet",
+                 "--json"]) == 0
+    cap = capsys.readouterr()
+    warn = [ln for ln in cap.err.splitlines() if "warning" in ln]
+    assert len(warn) == 1 and str(ckpts[-1]) in warn[0] and ckpts[0].name in warn[0]
+    assert json.loads(cap.out)["steps"] == 4
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["meta"]["resumed_from_step"] == 2

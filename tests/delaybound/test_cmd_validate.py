@@ -88,3 +88,23 @@ def test_bench_runs_a_benchmark_script(tmp_path, monkeypatch, capsys):
     assert json.loads(capsys.readouterr().out) == {"ok": {"args": ["--json", "--reps", "3"]}}
     assert main(["bench", "bad", "--json"]) == 1
     assert "not one JSON object" in capsys.readouterr().out
+
+
+def test_validate_warns_of_damaged_metrics_and_names_the_lost_seed(tmp_path, capsys):
+    """Half of one seed's metrics.jsonl cut off: one warning line naming the file, the run in
+    the notes, and every verdict that used or lost that seed says so."""
+    headline(tmp_path / "runs", {"adamw": 0.3, "muon": 0.05})
+    victim = next(d for d in sorted((tmp_path / "runs").iterdir())
+                  if d.name.startswith("adamw-2bw") and d.name.endswith("-s2"))
+    text = (victim / "metrics.jsonl").read_text()
+    (victim / "metrics.jsonl").write_text(text[: len(text) // 2])
+    assert main(["validate", str(tmp_path / "runs"), "--json"]) == 0
+    cap = capsys.readouterr()
+    warn = [ln for ln in cap.err.splitlines() if "warning" in ln]
+    assert len(warn) == 1 and str(victim / "metrics.jsonl") in warn[0]
+    assert "truncated" in warn[0]
+    rep = json.loads(cap.out)
+    assert any(victim.name in n for n in rep["notes"])
+    touched = [v for v in rep["verdicts"] if victim.name in v["reason"]]
+    assert touched and all("adamw" in v["id"] or "adamw" in v["claim"].lower()
+                           or "AdamW" in v["claim"] for v in touched)

@@ -1,6 +1,7 @@
 """The 2BW schedule (pure): every microbatch forwarded and backwarded once with the same weight
 version W(t-1); the version exists when first read; at most two versions in flight; no flush
-between optimizer steps; M < P rejected. Proven by replay for a grid of (P, M, start)."""
+between optimizer steps; M < P - 1 rejected (M = P - 1 is the fewest that works). Proven by
+replay for a grid of (P, M, start)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from llm_validation.pipeline.schedule import (
     FORWARD,
     STEP,
     check_schedule,
+    min_microbatches,
     schedule_2bw,
     schedule_timeline,
     simulate_times,
@@ -22,7 +24,7 @@ from llm_validation.pipeline.schedule import (
 
 @pytest.mark.parametrize("P", [2, 3, 4, 5])
 def test_invariants_hold_for_every_stage_and_resume_point(P):
-    for M in range(P, 2 * P + 2):
+    for M in range(min_microbatches(P), 2 * P + 2):
         for start in (0, 1, 3):
             for s in range(P):
                 out = check_schedule(s, P, M, 5, start)
@@ -59,6 +61,22 @@ def test_timeline_marks_steps_and_batches():
 @pytest.mark.parametrize("P,M", [(1, 4), (3, 2), (4, 3)])
 def test_pipeline_shape_is_validated(P, M):
     with pytest.raises(ValueError):
-        validate_pipeline_shape(P, M)
+        validate_pipeline_shape(P, M)      # the runtime keeps one microbatch of margin
+
+
+@pytest.mark.parametrize("P,M", [(1, 4), (3, 1), (4, 2), (5, 3)])
+def test_schedule_refuses_fewer_than_p_minus_1_microbatches(P, M):
     with pytest.raises(ValueError):
         schedule_2bw(0, P, M, 2)
+
+
+@pytest.mark.parametrize("P", [2, 3, 4, 6, 8])
+def test_m_equals_p_minus_1_needs_only_two_versions(P):
+    """The bound is tight: at M = P - 1 stage 0 has P = M + 1 microbatches in flight, spanning
+    two batches (two versions), and W(t-1) is written in the pair right before batch t's first
+    forward; every invariant of check_schedule holds on every stage."""
+    M = min_microbatches(P)
+    assert M == P - 1
+    outs = [check_schedule(s, P, M, 4) for s in range(P)]
+    assert max(o["max_versions_in_flight"] for o in outs) == 2
+    assert outs[0]["max_in_flight"] == P

@@ -1,5 +1,5 @@
-"""Peak memory: weight copies from the replay (sync 1; 2BW 3 with the runtime's separate master,
-2 shared; PipeDream P - d), activations in flight, gradient buffers, and bytes by hand."""
+"""Peak memory: weight copies from the replay (sync 1; 2BW 2 as the runtime holds them, 3 with a
+separate master; PipeDream P - d), activations in flight, gradient buffers, and bytes by hand."""
 
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ def test_weight_copies():
     plan = build_plan("2bw", P, M, 3)
     # two slots and the master on stages that hold microbatches of two batches at a step; the
     # last stage never does (nothing in flight at its step): one stash and the master
-    assert [weight_copies(plan, d) for d in range(P)] == [3, 3, 3, 2]
-    assert [weight_copies(plan, d, separate_master=False) for d in range(P)] == [2] * P
+    assert [weight_copies(plan, d, separate_master=True) for d in range(P)] == [3, 3, 3, 2]
+    assert [weight_copies(plan, d) for d in range(P)] == [2] * P
     plan = build_plan("pipedream", P, M, 3)
-    assert [weight_copies(plan, d, separate_master=False) for d in range(P)] == [4, 3, 2, 1]
-    assert [weight_copies(plan, d) for d in range(P)] == [5, 4, 3, 1]
+    assert [weight_copies(plan, d) for d in range(P)] == [4, 3, 2, 1]
+    assert [weight_copies(plan, d, separate_master=True) for d in range(P)] == [5, 4, 3, 1]
 
 
 def test_counts_and_buffers():
@@ -41,7 +41,7 @@ def test_counts_and_buffers():
 
 def test_bytes_by_hand():
     model = MemoryModel(params=[100, 200], matrix_params=[60, 150], activation_bytes=[10, 30],
-                        optimizer="muon", ef=True)
+                        optimizer="muon", ef=True, separate_master=True)
     r0, r1 = _mem("2bw", 2, 2, model=model)
     assert (r0["weight_copies"], r1["weight_copies"]) == (3, 2)
     assert r0["weights_bytes"] == 3 * 100 * 4 and r1["weights_bytes"] == 2 * 200 * 4

@@ -38,20 +38,20 @@ def test_speedup_is_the_bubble_free_limit(tmp_path):
     rows = project(spec, progress=lambda i, n, label: calls.append((i, n)))
     assert len(rows) == 2 * 2 * 4 and calls[-1] == (16, 16)
     skipped = {(r["schedule"], r["stages"], r["microbatches"]) for r in rows if "skipped" in r}
-    # interleaved needs M a multiple of P
-    assert skipped == {("interleaved-1f1b", P, 5) for P in (2, 4)}
+    # interleaved needs M a multiple of P, and P x 2 chunks <= the 4 blocks of tiny
+    assert skipped == {("interleaved-1f1b", P, 5) for P in (2, 4)} | {("interleaved-1f1b", 4, 8)}
     comp = speedups(rows)
     for c in comp:
         P, M = c["stages"], c["microbatches"]
         if c["baseline"] in ("1f1b", "gpipe"):
             assert c["speedup_2bw"] == pytest.approx((M + P - 1) / M, rel=RTOL)
-        if c["baseline"] == "1f1b":   # same activations; two more float32 weight copies
+        if c["baseline"] == "1f1b":   # same activations; one more float32 weight copy
             params = preset("tiny").n_params() / P
-            assert c["extra_memory_gib"] == pytest.approx(2 * 4 * params / 2**30, rel=RTOL)
+            assert c["extra_memory_gib"] == pytest.approx(4 * params / 2**30, rel=RTOL)
     one = [c for c in comp if c["baseline"] == "1f1b"]
     assert {(c["stages"], c["microbatches"]) for c in one} == {(2, 4), (2, 5), (4, 8), (4, 5)}
     two_bw = [r for r in rows if r["schedule"] == "2bw" and "skipped" not in r]
-    assert all(r["weight_copies"] == 3 for r in two_bw)
+    assert all(r["weight_copies"] == 2 for r in two_bw)
     png = plot_projection(comp, tmp_path / "p.png", title="test")
     assert png.is_file() and png.stat().st_size > 10_000
 

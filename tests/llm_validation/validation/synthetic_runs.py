@@ -52,7 +52,7 @@ def fake_run(root: Path, *, opt: str, val: float, seed: int, tau: int = 0, lam: 
                        cos_delayed_fresh=0.9, momentum_error=0.01,
                        ef_drift=drift + 0.01 * rng.standard_normal() if tau else None)
         rows.append(row)
-    rows.append({"step": STEPS, "val_loss": val})
+    rows.append({"step": STEPS, "val_loss": val, "kind": "eval"})
     (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     write_json(d / "summary.json", {"run_dir": str(d), "status": status, "steps": STEPS,
                                     "final_val_loss": val if status == "completed" else None})
