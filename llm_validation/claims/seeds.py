@@ -1,0 +1,163 @@
+"""Seeds where they decide: a two-look design that adds seeds to undecided checks.
+
+Algorithm (two looks, alpha split between them, Bonferroni)
+    Look 1 uses the first ``first`` seeds (3). Every check's interval is taken at level
+    ``1 - alpha_1`` (``alpha_1 = split * alpha``). A check whose interval excludes its boundary
+    is decided there. For an undecided check, :func:`seeds_needed` gives the seed count at
+    which an interval at the second look's level ``1 - alpha_2`` (``alpha_2 = alpha -
+    alpha_1``) would exclude the boundary with probability ``power`` if the measured mean and
+    spread were the truth. When that count is at most ``max_seeds`` the check's arms are run
+    to it (at least ``first + 1``) and the check is decided once more, at level ``1 -
+    alpha_2``, on all its seeds (look 2). Otherwise it stays inconclusive and is reported
+    "needs N seeds" (N at the second look's level; ``None``: no finite N, the measured mean
+    sits on the boundary).
+
+Assumptions
+    Per-seed values of a check are independent and approximately normal (the paired t
+    interval's assumptions); the look-2 sample contains the look-1 sample.
+
+Guarantee
+    The probability that the reported interval misses the true mean (and so the
+    probability of a wrong pass or fail) is at most ``alpha_1 + alpha_2 = alpha`` by the union
+    bound over the two looks when the second look's size is fixed in advance. Here that size
+    depends on look 1's data (fewer seeds when the check is nearly decided); the union bound
+    does not cover that choice by itself, so :func:`simulate` measures it:
+    ``tests/llm_validation/claims/test_seeds.py`` asserts a coverage of at least
+    ``1 - alpha`` within Monte-Carlo error at n = 3 -> up to 8, for true means on the
+    boundary (the worst case for a wrong verdict) and away from it, and that the same
+    procedure *without* the alpha split (95% at both looks) falls below it.
+
+Reference
+    Group-sequential designs: Pocock (1977), O'Brien & Fleming (1979); the Bonferroni split is
+    the simplest alpha-spending rule (Jennison & Turnbull, *Group Sequential Methods*, 2000).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import stats
+
+from llm_validation.validation.inference import Interval, t_interval
+
+__all__ = ["SeedPolicy", "DEFAULT_POLICY", "NEEDED_CAP", "seeds_needed", "second_look",
+           "simulate"]
+
+#: Largest seed count :func:`seeds_needed` searches (a check needing more is "needs > 1000").
+NEEDED_CAP = 1000
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeedPolicy:
+    """The two-look design of the ledger's seeds (``reproduce --max-seeds``)."""
+
+    alpha: float = 0.05
+    """Total two-sided error rate over both looks (the ledger's 95%)."""
+    split: float = 0.5
+    """Share of ``alpha`` spent at look 1 (0.5: Bonferroni halves)."""
+    first: int = 3
+    """Seeds of look 1 (every arm)."""
+    max_seeds: int = 8
+    """Most seeds an arm is run to at look 2 (``--max-seeds``)."""
+    power: float = 0.8
+    """Probability, at the measured mean and spread, that look 2 decides the check."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"SeedPolicy.alpha={self.alpha!r} must be in (0, 1)")
+        if not 0 < self.split < 1:
+            raise ValueError(f"SeedPolicy.split={self.split!r} must be in (0, 1)")
+        for name in ("first", "max_seeds"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
+                raise ValueError(f"SeedPolicy.{name}={v!r} must be an int >= 2")
+        if self.max_seeds < self.first:
+            raise ValueError(f"--max-seeds {self.max_seeds} must be >= the first look's "
+                             f"{self.first} seeds")
+        if not 0 < self.power < 1:
+            raise ValueError(f"SeedPolicy.power={self.power!r} must be in (0, 1)")
+
+    @property
+    def level1(self) -> float:
+        """Interval level of look 1."""
+        return 1.0 - self.alpha * self.split
+
+    @property
+    def level2(self) -> float:
+        """Interval level of look 2."""
+        return 1.0 - self.alpha * (1.0 - self.split)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alpha": self.alpha, "split": self.split, "first": self.first,
+                "max_seeds": self.max_seeds, "power": self.power, "level1": self.level1,
+                "level2": self.level2,
+                "rule": "two looks, Bonferroni alpha split; look 2 only for checks that "
+                        "seeds_needed <= max_seeds decides"}
+
+
+DEFAULT_POLICY = SeedPolicy()
+
+
+def seeds_needed(mean: float, sd: float, boundary: float, *, level: float, power: float,
+                 start: int = 2) -> int | None:
+    """Smallest n >= ``start`` with ``|mean - boundary| >= (t_{(1+level)/2, n-1} + z_power)
+    sd / sqrt(n)``: the seeds at which a level-``level`` t interval excludes the boundary with
+    probability ~``power`` if ``mean`` and ``sd`` were the truth. None when no n up to
+    :data:`NEEDED_CAP` does (a mean on the boundary)."""
+    d = abs(float(mean) - float(boundary))
+    if not (math.isfinite(d) and math.isfinite(sd)):
+        return None
+    if sd <= 0:
+        return max(start, 2) if d > 0 else None
+    z = float(stats.norm.ppf(power))
+    n = np.arange(max(start, 2), NEEDED_CAP + 1)
+    ok = d >= (stats.t.ppf(0.5 + level / 2, n - 1) + z) * sd / np.sqrt(n)
+    return int(n[np.argmax(ok)]) if ok.any() else None
+
+
+def second_look(samples: Sequence[float], boundary: float,
+                policy: SeedPolicy = DEFAULT_POLICY, level: float | None = None
+                ) -> tuple[int | None, int | None]:
+    """(seeds to run the check's arms to, seeds it needs) after an undecided look 1 on
+    ``samples``: the first is None when the need exceeds ``max_seeds`` (or is infinite).
+    ``level``: the second look's interval level (default ``policy.level2``)."""
+    x = np.asarray(samples, dtype=np.float64)
+    if x.size < 2:
+        return None, None
+    need = seeds_needed(float(x.mean()), float(x.std(ddof=1)), boundary,
+                        level=policy.level2 if level is None else level,
+                        power=policy.power, start=x.size + 1)
+    if need is None or need > policy.max_seeds:
+        return None, need
+    return need, need
+
+
+def _decided(iv: Interval, boundary: float) -> bool:
+    return iv.lo > boundary or iv.hi < boundary
+
+
+def simulate(policy: SeedPolicy, *, mean: float, sd: float = 1.0, boundary: float = 0.0,
+             reps: int = 4000, seed: int = 0, split_alpha: bool = True) -> dict[str, float]:
+    """Monte-Carlo of the two-look procedure on normal per-seed values: the coverage of the
+    reported interval (look 2's where the check went on, else look 1's), the share of
+    checks that went to look 2, and the share decided. ``split_alpha=False`` runs the same
+    procedure at ``1 - alpha`` at both looks (what the split protects against)."""
+    rng = np.random.default_rng(seed)
+    l1 = policy.level1 if split_alpha else 1 - policy.alpha
+    l2 = policy.level2 if split_alpha else 1 - policy.alpha
+    cover = went = decided = 0
+    for _ in range(reps):
+        x = rng.normal(mean, sd, policy.first)
+        iv = t_interval(x, level=l1)
+        if not _decided(iv, boundary):
+            n, _ = second_look(x, boundary, policy, level=l2)
+            if n is not None:
+                went += 1
+                x = np.concatenate([x, rng.normal(mean, sd, n - x.size)])
+                iv = t_interval(x, level=l2)
+        cover += iv.lo <= mean <= iv.hi
+        decided += _decided(iv, boundary)
+    return {"coverage": cover / reps, "second_look": went / reps, "decided": decided / reps}
