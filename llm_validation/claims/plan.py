@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence, TextIO
 
 from llm_validation.claims.arms import Unavailable, resolve
 from llm_validation.claims.claim import Claim
-from llm_validation.claims.scales import OPT_COST, Scale, base_config
+from llm_validation.claims.scales import Scale, base_config, run_cost
 from llm_validation.config import TrainConfig
 from llm_validation.rundir import RunPaths
 from llm_validation.sweep.grid import SweepPoint, point_name
@@ -73,8 +73,7 @@ def run_name(cfg: TrainConfig) -> str:
 
 
 def _cost(cfg: TrainConfig, scale: Scale, base_batch: int) -> float:
-    return (scale.sec_per_step * cfg.run.steps * cfg.run.batch_size / base_batch
-            * OPT_COST.get(cfg.optim.name, 1.0))
+    return run_cost(scale, cfg.optim.name, cfg.run.steps, cfg.run.batch_size / base_batch)
 
 
 @dataclass(frozen=True, kw_only=True)
