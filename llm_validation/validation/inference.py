@@ -26,6 +26,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy import optimize, stats
 
+from llm_validation.validation.student import fieller_set, t_bounds
+
 __all__ = [
     "DEFAULT_LEVEL",
     "DEFAULT_BOOTSTRAP",
@@ -145,17 +147,17 @@ def _check_level(level: float) -> None:
 
 
 def t_interval(samples: Sequence[float], level: float = DEFAULT_LEVEL) -> Interval:
-    """Student-t interval ``mean +- t_{n-1} s / sqrt(n)``; unbounded for n < 2."""
+    """Student-t interval ``mean +- t_{n-1} s / sqrt(n)`` (:func:`student.t_bounds`);
+    unbounded for n < 2."""
     _check_level(level)
     x = _clean(samples)
     n = int(x.size)
     if n == 0:
         return Interval.unbounded(n=0, level=level)
-    mean = float(x.mean())
+    mean, lo, hi = (float(v) for v in t_bounds(x, level))
     if n < 2:
         return Interval.unbounded(mean, n=n, level=level)
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * float(x.std(ddof=1)) / math.sqrt(n)
-    return Interval(estimate=mean, lo=mean - half, hi=mean + half, level=level, n=n, method="t")
+    return Interval(estimate=mean, lo=lo, hi=hi, level=level, n=n, method="t")
 
 
 def welch_interval(a: Sequence[float], b: Sequence[float],
@@ -363,16 +365,11 @@ class PLShapeFit:
 
 def _fieller(a: float, b: float, vaa: float, vbb: float, vab: float, tq: float,
              level: float, n: int) -> Interval:
-    """Fieller interval for b / a: {c : (b - c a)^2 <= tq^2 Var(b - c a)}."""
+    """Fieller interval for b / a (:func:`student.fieller_set`)."""
     est = b / a if a != 0 else float("nan")
-    qa = a * a - tq * tq * vaa
-    qb = -2.0 * (a * b - tq * tq * vab)
-    qc = b * b - tq * tq * vbb
-    disc = qb * qb - 4 * qa * qc
-    if qa <= 0 or disc < 0:          # a not significantly nonzero: the set is unbounded
+    lo, hi = (float(v) for v in fieller_set(a, b, vaa, vbb, vab, tq))
+    if not math.isfinite(lo):        # a not significantly nonzero: the set is unbounded
         return Interval.unbounded(est, n=n, level=level)
-    r = math.sqrt(disc)
-    lo, hi = (-qb - r) / (2 * qa), (-qb + r) / (2 * qa)
     return Interval(estimate=est, lo=min(lo, est), hi=max(hi, est), level=level, n=n,
                     method="fieller")
 
