@@ -6,7 +6,8 @@ Algorithm (two looks, alpha split between them, Bonferroni)
     is decided there. For an undecided check, :func:`seeds_needed` gives the seed count at
     which an interval at the second look's level ``1 - alpha_2`` (``alpha_2 = alpha -
     alpha_1``) would exclude the boundary with probability ``power`` if the measured mean and
-    spread were the truth. When that count is at most ``max_seeds`` the check's arms are run
+    spread were the truth (the noncentral-t count of
+    :func:`llm_validation.validation.power.seeds_needed` at level ``1 - alpha_2``). When that count is at most ``max_seeds`` the check's arms are run
     to it (at least ``first + 1``) and the check is decided once more, at level ``1 -
     alpha_2``, on all its seeds (look 2). Otherwise it stays inconclusive and is reported
     "needs N seeds" (N at the second look's level; ``None``: no finite N, the measured mean
@@ -22,7 +23,7 @@ Guarantee
     bound over the two looks when the second look's size is fixed in advance. Here that size
     depends on look 1's data (fewer seeds when the check is nearly decided); the union bound
     does not cover that choice by itself, so :func:`simulate` measures it:
-    ``tests/llm_validation/claims/test_seeds.py`` asserts a coverage of at least
+    ``tests/llm_validation/claims/test_sequential.py`` asserts a coverage of at least
     ``1 - alpha`` within Monte-Carlo error at n = 3 -> up to 8, for true means on the
     boundary (the worst case for a wrong verdict) and away from it, and that the same
     procedure *without* the alpha split (95% at both looks) falls below it.
@@ -36,18 +37,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
-
 from llm_validation.validation.inference import Interval, t_interval
+from llm_validation.validation.power import seeds_needed
 
-__all__ = ["SeedPolicy", "DEFAULT_POLICY", "NEEDED_CAP", "seeds_needed", "second_look",
-           "simulate"]
-
-#: Largest seed count :func:`seeds_needed` searches (a check needing more is "needs > 1000").
-NEEDED_CAP = 1000
+__all__ = ["SeedPolicy", "DEFAULT_POLICY", "second_look", "simulate"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,44 +92,53 @@ class SeedPolicy:
                 "max_seeds": self.max_seeds, "power": self.power, "level1": self.level1,
                 "level2": self.level2,
                 "rule": "two looks, Bonferroni alpha split; look 2 only for checks that "
-                        "seeds_needed <= max_seeds decides"}
+                        "the seeds needed (power, level2) <= max_seeds decide"}
 
 
 DEFAULT_POLICY = SeedPolicy()
+#: Largest standardised effect searched for a threshold (an effect of 50 sd is decided by any
+#: two seeds) and the bisection steps (2^-30 of it: far below any measured spread's precision).
+Z_MAX = 50.0
+Z_BISECT = 30
 
 
-def seeds_needed(mean: float, sd: float, boundary: float, *, level: float, power: float,
-                 start: int = 2) -> int | None:
-    """Smallest n >= ``start`` with ``|mean - boundary| >= (t_{(1+level)/2, n-1} + z_power)
-    sd / sqrt(n)``: the seeds at which a level-``level`` t interval excludes the boundary with
-    probability ~``power`` if ``mean`` and ``sd`` were the truth. None when no n up to
-    :data:`NEEDED_CAP` does (a mean on the boundary)."""
-    d = abs(float(mean) - float(boundary))
-    if not (math.isfinite(d) and math.isfinite(sd)):
-        return None
-    if sd <= 0:
-        return max(start, 2) if d > 0 else None
-    z = float(stats.norm.ppf(power))
-    n = np.arange(max(start, 2), NEEDED_CAP + 1)
-    ok = d >= (stats.t.ppf(0.5 + level / 2, n - 1) + z) * sd / np.sqrt(n)
-    return int(n[np.argmax(ok)]) if ok.any() else None
+@lru_cache(maxsize=32)
+def _z_thresholds(power: float, level: float, max_seeds: int) -> tuple[float, ...]:
+    """For n = 2..max_seeds: the smallest standardised effect ``|mean - boundary| / sd`` at
+    which :func:`~llm_validation.validation.power.seeds_needed` answers <= n (bisection on the
+    effect; the count is monotone in it). The two-look design then reads off its second
+    look's size without a power search per check."""
+    out = []
+    for n in range(2, max_seeds + 1):
+        lo, hi = 0.0, Z_MAX
+        for _ in range(Z_BISECT):
+            mid = (lo + hi) / 2
+            need = seeds_needed(mid, 1.0, power, level=level)
+            lo, hi = (lo, mid) if need is not None and need <= n else (mid, hi)
+        out.append(hi)
+    return tuple(out)
 
 
 def second_look(samples: Sequence[float], boundary: float,
-                policy: SeedPolicy = DEFAULT_POLICY, level: float | None = None
-                ) -> tuple[int | None, int | None]:
+                policy: SeedPolicy = DEFAULT_POLICY, level: float | None = None,
+                count: bool = True) -> tuple[int | None, int | None]:
     """(seeds to run the check's arms to, seeds it needs) after an undecided look 1 on
-    ``samples``: the first is None when the need exceeds ``max_seeds`` (or is infinite).
-    ``level``: the second look's interval level (default ``policy.level2``)."""
+    ``samples``; the first is None when the need exceeds ``max_seeds`` (the second is then
+    the full count, None when it exceeds :data:`~llm_validation.validation.power.MAX_SEEDS`
+    or the mean sits on the boundary). ``level``: the second look's interval level (default
+    ``policy.level2``; ``count=False`` skips the full count past ``max_seeds``: None)."""
     x = np.asarray(samples, dtype=np.float64)
     if x.size < 2:
         return None, None
-    need = seeds_needed(float(x.mean()), float(x.std(ddof=1)), boundary,
-                        level=policy.level2 if level is None else level,
-                        power=policy.power, start=x.size + 1)
-    if need is None or need > policy.max_seeds:
-        return None, need
-    return need, need
+    level = policy.level2 if level is None else level
+    delta, sd = abs(float(x.mean()) - boundary), float(x.std(ddof=1))
+    if sd == 0:
+        return (x.size + 1, 2) if delta > 0 else (None, None)
+    z = delta / sd
+    for n, zn in enumerate(_z_thresholds(policy.power, level, policy.max_seeds), start=2):
+        if z >= zn:
+            return max(n, x.size + 1), n
+    return None, seeds_needed(delta, sd, policy.power, level=level) if count else None
 
 
 def _decided(iv: Interval, boundary: float) -> bool:
@@ -153,7 +159,7 @@ def simulate(policy: SeedPolicy, *, mean: float, sd: float = 1.0, boundary: floa
         x = rng.normal(mean, sd, policy.first)
         iv = t_interval(x, level=l1)
         if not _decided(iv, boundary):
-            n, _ = second_look(x, boundary, policy, level=l2)
+            n, _ = second_look(x, boundary, policy, level=l2, count=False)
             if n is not None:
                 went += 1
                 x = np.concatenate([x, rng.normal(mean, sd, n - x.size)])
