@@ -18,7 +18,7 @@ __all__ = ["Claim", "FigureSpec", "FIGURE_KINDS", "ID_PATTERN"]
 
 #: ``curves``: a metric over training per arm; ``bars``: the gap per arm, grouped by
 #: optimizer, annotated with its value; ``lines``: the gap against a swept value.
-FIGURE_KINDS = ("curves", "bars", "lines")
+FIGURE_KINDS = ("curves", "bars", "lines", "ladder")
 #: Claim ids: lower-case words joined by hyphens (stable; used on the command line).
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 

@@ -6,8 +6,9 @@ against the scale's base run of its optimizer, for every seed, and keeps one
 ``<sweep point name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the
 whole config except ``out_dir``/``resume``), so two configs never share a directory and the
 same config always finds its directory again. An arm that this checkout cannot configure
-(a config field or optimizer not there yet) becomes an *unavailable* run with the reason; the
-claims that need it come out inconclusive, saying why.
+(a config field or optimizer not there yet), and a long-horizon arm (``Arm.long``) of a
+``--quick`` plan, becomes an *unavailable* run with the reason; the claims that need it come
+out inconclusive, saying why.
 
 :func:`execute` trains what is missing through :func:`llm_validation.sweep.runner.run_sweep`
 (resumable: finished runs are skipped, interrupted ones resumed; ``index.json`` next to the
@@ -40,7 +41,11 @@ from llm_validation.rundir import RunPaths
 from llm_validation.sweep.grid import SweepPoint, point_name
 from llm_validation.validation.runs import is_complete
 
-__all__ = ["PlannedRun", "Plan", "build_plan", "execute", "run_name", "ExecutionSummary"]
+__all__ = ["PlannedRun", "Plan", "build_plan", "execute", "run_name", "ExecutionSummary",
+           "QUICK_SKIP"]
+
+#: Why a long-horizon arm has no run in a ``--quick`` plan.
+QUICK_SKIP = "a long-horizon arm, not run under --quick (its cost would exceed the quick budget)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,6 +149,8 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                 cfg, why = None, ""
                 if isinstance(base, Unavailable):
                     why = str(base)
+                elif quick and arm.long:
+                    why = QUICK_SKIP
                 else:
                     if base_batch is None:
                         base_batch = base.run.batch_size
