@@ -41,7 +41,8 @@ from llm_validation.rundir import RunPaths
 from llm_validation.sweep.grid import SweepPoint, point_name
 from llm_validation.validation.runs import is_complete
 
-__all__ = ["PlannedRun", "Plan", "build_plan", "execute", "run_name", "ExecutionSummary",
+__all__ = ["PlannedRun", "Plan", "build_plan", "config_plan", "execute", "run_name",
+           "ExecutionSummary",
            "QUICK_SKIP"]
 
 #: Why a long-horizon arm has no run in a ``--quick`` plan.
@@ -95,6 +96,12 @@ class Plan:
     """Distinct runs, in first-use order."""
     index: Mapping[str, Mapping[tuple[str, int], str]] = field(repr=False)
     """claim id -> (arm key, seed) -> run name."""
+    claim_seeds: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """claim id -> its own seeds where they differ from ``seeds`` (the second look)."""
+
+    def seeds_of(self, claim_id: str) -> tuple[int, ...]:
+        """The seeds of one claim."""
+        return self.claim_seeds.get(claim_id, self.seeds)
 
     def run(self, name: str) -> PlannedRun:
         return self._by_name[name]
@@ -123,8 +130,11 @@ class Plan:
 
 def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                quick: bool = False, device: str | None = None,
-               overrides: Sequence[str] = ()) -> Plan:
-    """Resolve every arm (and partner) of ``claims`` for every seed (see the module docstring)."""
+               overrides: Sequence[str] = (),
+               claim_seeds: Mapping[str, Sequence[int]] | None = None) -> Plan:
+    """Resolve every arm (and partner) of ``claims`` for every seed (see the module docstring).
+    ``claim_seeds``: claim id -> its own seeds (the seeds policy's second look), else
+    ``seeds``."""
     if not claims:
         raise ValueError("build_plan: no claims selected")
     seeds = tuple(seeds)
@@ -134,6 +144,7 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
     runs: dict[str, PlannedRun] = {}
     index: dict[str, dict[tuple[str, int], str]] = {}
     base_batch = None
+    own = {k: tuple(v) for k, v in (claim_seeds or {}).items()}
     for claim in claims:
         index[claim.id] = {}
         for arm in claim.all_arms():
@@ -145,7 +156,7 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                     bases[arm.optimizer] = Unavailable(
                         f"optimizer {arm.optimizer!r} cannot be configured here: {exc}")
             base = bases[arm.optimizer]
-            for seed in seeds:
+            for seed in own.get(claim.id, seeds):
                 cfg, why = None, ""
                 if isinstance(base, Unavailable):
                     why = str(base)
@@ -173,7 +184,18 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                                             unavailable=prev.unavailable)
     return Plan(scale=scale, seeds=seeds, quick=quick,
                 device=device or scale.device, overrides=tuple(overrides),
-                claims=tuple(claims), runs=tuple(runs.values()), index=index)
+                claims=tuple(claims), runs=tuple(runs.values()), index=index, claim_seeds=own)
+
+
+def config_plan(scale: Scale, configs: Sequence[tuple[str, TrainConfig]], *, quick: bool,
+                device: str | None, overrides: Sequence[str] = ()) -> Plan:
+    """A plan of named configs outside any claim (the lr sweep's runs), for :func:`execute`."""
+    base_batch = base_config(scale, "adamw", quick=quick).run.batch_size
+    runs = {n: PlannedRun(name=n, cfg=c, seed=c.run.seed, uses=(),
+                          cost_s=_cost(c, scale, base_batch)) for n, c in configs}
+    return Plan(scale=scale, seeds=tuple(sorted({c.run.seed for _, c in configs})) or (0,),
+                quick=quick, device=device or scale.device, overrides=tuple(overrides),
+                claims=(), runs=tuple(runs.values()), index={})
 
 
 def _with_seed(cfg: TrainConfig, seed: int):
