@@ -69,13 +69,18 @@ def _list(args: argparse.Namespace) -> int:
               "estimated_wall_s": round(total / jobs, 1), "jobs": jobs,
               "unavailable_runs": len(plan.unavailable())}
     if args.json:
+        sections = {sec: [c.id for c in plan.claims if c.section == sec]
+                    for sec in ("paper", "theory")}
         print_json({"scale": plan.scale.name, "seeds": list(plan.seeds), "quick": plan.quick,
-                    "stages": stages, "claims": rows, **totals})
+                    "stages": stages, "sections": sections, "claims": rows, **totals})
         return 0
     for r in rows:
         print(f"{r['number']:2d}. {r['id']} ({r['figure']}): {r['runs_needed']} runs, "
               f"~{r['estimated_process_s'] / 60:.0f} process-min alone")
-        print(f"    claim: {r['wording']}")
+        print(f"    claim: {r['wording']}" + ("  [the project's theory, not the paper's]"
+                                                   if r["section"] == "theory" else ""))
+        for st in r["statements"]:
+            print(f"    {st['id']:>5} ({st['source']}): {st['quote']}")
         print(f"    grid:  {r['grid']}")
         print(f"    why:   {r['reason']}")
     print()
@@ -141,8 +146,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     else:
         for claim, r in zip(plan.claims, results):
             print(f"{r.status.upper():12s} {claim.number:2d}. {claim.id}: {r.reason[:160]}")
-        c = doc["counts"]
-        print(f"\n{c['pass']} pass, {c['fail']} fail, {c['inconclusive']} inconclusive; "
+        c, t = doc["counts"], doc["statement_counts"]["theory"]
+        print(f"\nthe paper's claims: {c['pass']} pass, {c['fail']} fail, {c['inconclusive']} "
+              f"inconclusive; the theory's statements: {t['pass']} pass, {t['fail']} fail, "
+              f"{t['inconclusive']} inconclusive; "
               f"trained {summary.ran}, reused {summary.reused} runs; "
               f"ledger: {os.path.join(args.out, 'claims.md')}")
     for e in errors:

@@ -14,6 +14,7 @@ from typing import Callable
 
 from llm_validation.claims import analysis_delay as ad
 from llm_validation.claims import analysis_hparams as ah
+from llm_validation.claims.armtable import arm_table
 from llm_validation.claims.analysis_ladder import horizon_ladder
 from llm_validation.claims.claim import Claim
 from llm_validation.claims.data import ClaimData
@@ -49,5 +50,5 @@ def analyse(claim: Claim, data: ClaimData) -> ClaimResult:
     if claim.id not in ANALYSES:
         raise ValueError(f"no analysis for claim {claim.id!r}")
     res = ANALYSES[claim.id](claim, data)
-    res = ClaimResult(**{**res.__dict__, "runs": tuple(data.run_names())})
+    res = res.with_arms(arm_table(data), tuple(data.run_names()))
     return res.as_quick() if data.quick else res

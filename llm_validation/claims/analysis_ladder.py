@@ -4,10 +4,10 @@
 partner of the same horizon, same seed) and lag (:func:`llm_validation.validation.lag.run_lag`
 against that partner); :func:`horizon_ladder` fits their log-log slopes per seed
 (:mod:`llm_validation.claims.ladder`) and states per optimizer whether the gap is lag-like or
-floor-like. The decided statement per optimizer is "the 2BW gap shrinks with the horizon"
-(per-seed slope < 0, paired t interval over seeds); the regime, the lag's slope, the EF
-mode's slopes and Muon's extrapolated crossing of the paper's 0.01 are measured numbers beside
-it.
+floor-like. Statement 18a (the paper's "does not grow") is, per optimizer, the per-seed 2BW
+slope < log2(1.25) (t interval over seeds); T18 (the theory's floor) is the same slopes inside
++-log2(1.25). The regime, the lag's slope, the EF mode's slopes and Muon's extrapolated
+crossing of the paper's 0.01 are measured numbers beside them.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from typing import Any
 
 from llm_validation.claims.claim import Claim
 from llm_validation.claims.data import ClaimData
-from llm_validation.claims.decisions import ClaimResult, result, side_check
-from llm_validation.claims.ladder import PAPER_GAP, crossing, fit_slope, regime
+from llm_validation.claims.checks import Check, aggregate, make, not_measured
+from llm_validation.claims.decisions import ClaimResult, result
+from llm_validation.claims.ladder import FLOOR_SLOPE, PAPER_GAP, crossing, fit_slope, regime
 from llm_validation.claims.registry import LADDER, LADDER_OPTIMIZERS, ladder_key
 from llm_validation.config import optimizer_label as label
 from llm_validation.validation.lag import run_lag
@@ -71,8 +72,15 @@ def _fit_text(fit: Any) -> str:
     return out
 
 
+def _slope_check(label: str, kind: str, slopes: dict[int, float], **params) -> Check:
+    if not slopes:
+        return not_measured(label, "no seed with a slope (fewer than two horizons finished)",
+                            kind)
+    return make(label, kind, {"slope": slopes}, {"slope": 1.0}, **params)
+
+
 def horizon_ladder(c: Claim, d: ClaimData) -> ClaimResult:
-    checks, measured, notes = [], {}, []
+    grow, floor, measured, notes = [], [], {}, []
     for o in LADDER_OPTIMIZERS:
         for mode in MODES:
             gaps, lags = ladder_values(d, o, mode)
@@ -87,8 +95,11 @@ def horizon_ladder(c: Claim, d: ClaimData) -> ClaimResult:
             kind, sentence = regime(gfit.interval)
             measured[f"{name}: regime"] = f"{kind} ({sentence})"
             if mode == "2bw":
-                checks.append(side_check(f"{label(o)}: 2BW gap slope vs horizon < 0 (the gap "
-                                         "shrinks)", gfit.slopes, 0.0, "below"))
+                grow.append(_slope_check(f"{label(o)}: 2BW gap slope vs horizon < "
+                                         f"{FLOOR_SLOPE:.2f}", "side", dict(gfit.slopes),
+                                         boundary=FLOOR_SLOPE, predicted="below"))
+                floor.append(_slope_check(f"{label(o)}: 2BW gap slope inside +-{FLOOR_SLOPE:.2f}",
+                                          "equivalence", dict(gfit.slopes), width=FLOOR_SLOPE))
             if o == "muon" and mode == "2bw":
                 cr = crossing(gfit, gaps, PAPER_GAP)
                 if cr is not None:
@@ -99,4 +110,6 @@ def horizon_ladder(c: Claim, d: ClaimData) -> ClaimResult:
     notes.append("slopes: one least-squares slope of log(value) on log(horizon) per seed, "
                  "then a t interval over seeds (horizons of one seed share its initialisation "
                  "and data order, so they are not independent replicates; seeds are)")
-    return result(c.id, checks, measured=measured, notes=tuple(notes))
+    return result(c, {"18a": aggregate("the gap does not grow with the horizon", "all", grow),
+                      "T18": aggregate("the gap tends to a floor", "all", floor)},
+                  measured=measured, notes=tuple(notes))

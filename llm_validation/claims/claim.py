@@ -14,13 +14,44 @@ from typing import Any
 
 from llm_validation.claims.arms import Arm
 
-__all__ = ["Claim", "FigureSpec", "FIGURE_KINDS", "ID_PATTERN"]
+__all__ = ["Claim", "Statement", "FigureSpec", "FIGURE_KINDS", "ID_PATTERN", "SECTIONS"]
 
 #: ``curves``: a metric over training per arm; ``bars``: the gap per arm, grouped by
 #: optimizer, annotated with its value; ``lines``: the gap against a swept value.
 FIGURE_KINDS = ("curves", "bars", "lines", "ladder")
 #: Claim ids: lower-case words joined by hyphens (stable; used on the command line).
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+#: ``paper``: a sentence of the paper; ``theory``: the project's own prediction (THEORY.md).
+SECTIONS = ("paper", "theory")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Statement:
+    """One statement a claim is decided by (see :mod:`llm_validation.claims.statements`)."""
+
+    id: str
+    """Short id, unique within the ledger (``1a``; theory statements ``T1``)."""
+    quote: str
+    """The paper's sentence it tests (theory: the prediction; empty: the claim's ``theory``)."""
+    source: str
+    """Where the sentence is (``Fig. 3``, ``appendix (batch x lr grid)``, ``THEORY.md``)."""
+    decision: str
+    """The rule that decides it, in words."""
+    change: str = ""
+    """How the rule differs from the first ledger's, and why (empty: unchanged)."""
+    section: str = "paper"
+    """One of :data:`SECTIONS`."""
+
+    def __post_init__(self) -> None:
+        if self.section not in SECTIONS:
+            raise ValueError(f"Statement.section={self.section!r} is not one of {SECTIONS}")
+        if not self.id or not self.decision or (self.section == "paper" and not self.quote):
+            raise ValueError(f"Statement {self.id!r}: needs an id, a decision and (paper) a "
+                             "quote")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "section": self.section, "quote": self.quote,
+                "source": self.source, "decision": self.decision, "change": self.change}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,8 +99,8 @@ class Claim:
     """The paper's figure (``Fig. 3``)."""
     wording: str
     """The claim as the paper states it."""
-    decision: str
-    """How the ledger decides it: the measured quantities and their boundaries."""
+    statements: tuple[Statement, ...]
+    """What decides it: the paper's sentences, then the theory's predictions."""
     arms: tuple[Arm, ...]
     """The arms it trains (synchronous partners are added by the plan)."""
     grid: str
@@ -90,6 +121,24 @@ class Claim:
         if not self.arms:
             raise ValueError(f"Claim {self.id}: needs arms")
         object.__setattr__(self, "arms", tuple(self.arms))
+        filled = tuple(Statement(**{**st.__dict__, "quote": st.quote or (self.theory or "")})
+                       for st in self.statements)
+        if not filled:
+            raise ValueError(f"Claim {self.id}: needs statements")
+        object.__setattr__(self, "statements", filled)
+
+    @property
+    def decision(self) -> str:
+        """Every statement's rule, in words."""
+        return "; ".join(f"{s.id}: {s.decision}" for s in self.statements)
+
+    @property
+    def section(self) -> str:
+        """``paper`` when the paper states something this claim tests, else ``theory``."""
+        return "paper" if any(s.section == "paper" for s in self.statements) else "theory"
+
+    def paper_statements(self) -> tuple[Statement, ...]:
+        return tuple(s for s in self.statements if s.section == "paper")
 
     def arm(self, key: str) -> Arm:
         for a in self.all_arms():
@@ -112,6 +161,7 @@ class Claim:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "number": self.number, "figure": self.figure,
                 "wording": self.wording, "decision": self.decision, "grid": self.grid,
-                "reason": self.reason, "theory": self.theory,
+                "reason": self.reason, "theory": self.theory, "section": self.section,
+                "statements": [st.to_dict() for st in self.statements],
                 "arms": [{"key": a.key, "changes": a.describe() or "base run"}
                          for a in self.all_arms()]}

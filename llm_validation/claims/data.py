@@ -16,6 +16,7 @@ from typing import Mapping
 
 from llm_validation.claims.claim import Claim
 from llm_validation.claims.plan import Plan
+from llm_validation.validation.lag import Lag, run_lag
 from llm_validation.validation.runs import RunRecord, is_complete, paired_gaps
 
 __all__ = ["ClaimData", "paired"]
@@ -57,6 +58,10 @@ class ClaimData:
             raise KeyError(f"claim {self.claim.id}: no arm {key!r}")
         return self._records[name]
 
+    def run_name(self, key: str, seed: int) -> str | None:
+        """The planned run directory name of an arm and seed (None: not planned)."""
+        return self._names.get((key, seed))
+
     def records(self, key: str) -> list[RunRecord]:
         """The finished runs of an arm, by seed."""
         return [r for s in self.seeds if (r := self.record(key, s)) is not None]
@@ -82,6 +87,21 @@ class ClaimData:
         """seed -> val(arm) - val(synchronous partner), paired by seed."""
         partner = self.claim.arm(key).partner().key
         return paired_gaps(self.records(key), self.records(partner))
+
+    def partner_records(self, key: str) -> list[RunRecord]:
+        """The finished runs of an arm's synchronous partner, by seed."""
+        return self.records(self.claim.arm(key).partner().key)
+
+    def lags(self, key: str) -> dict[int, Lag]:
+        """seed -> the lag of a delayed arm's run behind its synchronous partner
+        (:func:`llm_validation.validation.lag.run_lag`), for the seeds both completed."""
+        partners = {r.seed: r for r in self.partner_records(key)}
+        out = {}
+        for r in self.records(key):
+            p = partners.get(r.seed)
+            if p is not None and (lg := run_lag(r, p)) is not None:
+                out[r.seed] = lg
+        return out
 
     def diverged(self, key: str) -> dict[int, bool]:
         """seed -> the run diverged: a non-finite loss stopped it, or its final validation

@@ -4,40 +4,41 @@
 draws its figure into ``<out>/figures``; :func:`write_ledger` writes
 
 - ``claims.json``: the settings (scale, seeds, quick, overrides), the run budget (distinct runs,
-  estimated cost, what this invocation trained and reused), and per claim its registry entry
-  (wording, figure, grid, reason, decision rule, theory) with its result (status, reason,
-  checks with intervals, measured numbers, the theory's check and agreement);
-- ``claims.md``: a summary table, how to read it, then one section per claim with its figure.
+  estimated cost, what this invocation trained and reused), the claim rule and the counts
+  (claims and statements, the paper's section and the theory's), per claim its registry entry
+  (wording, figure, grid, reason, statements) with its result (status, per-statement checks
+  with their kind, per-seed samples, inputs and weights, intervals and the seeds an undecided
+  check would need; measured numbers; the arm table with per-seed losses, gaps and lags), and
+  the per-run table ``runs`` (:mod:`llm_validation.claims.runtable`);
+- ``claims.md``: :mod:`llm_validation.claims.markdown`.
 
 Both are rewritten whole on every invocation (atomic JSON via ``rundir.write_json``).
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from llm_validation.claims.analysis import analyse
 from llm_validation.claims.data import ClaimData
-from llm_validation.claims.decisions import Check, ClaimResult
+from llm_validation.claims.decisions import ClaimResult
 from llm_validation.claims.figures import draw
 from llm_validation.claims.lr_sweep import read_sweep
+from llm_validation.claims.markdown import counts, render_markdown, statement_counts
 from llm_validation.claims.plan import ExecutionSummary, Plan
 from llm_validation.claims.scales import LR_REASON
+from llm_validation.claims.runtable import run_table
+from llm_validation.claims.statements import CLAIM_RULE, PAPER, THEORY
 from llm_validation.rundir import write_json
-from llm_validation.validation.inference import Interval
-from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS
 
-__all__ = ["RUNS_DIR", "FIGURES_DIR", "assemble", "write_ledger", "render_markdown",
-           "GAP_DEFINITION"]
+__all__ = ["RUNS_DIR", "FIGURES_DIR", "assemble", "write_ledger", "GAP_DEFINITION"]
 
 RUNS_DIR = "runs"
 FIGURES_DIR = "figures"
 GAP_DEFINITION = ("gap = final validation loss (at the final weights, same fixed validation "
                   "batches) of a delayed run minus that of its synchronous partner with the same "
                   "condition and seed; intervals are 95% over seeds")
-_BADGE = {PASS: "PASS", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}
 
 
 def assemble(plan: Plan, out: str | Path, figures: bool = True) -> list[ClaimResult]:
@@ -52,10 +53,6 @@ def assemble(plan: Plan, out: str | Path, figures: bool = True) -> list[ClaimRes
             res = res.with_plot(f"{FIGURES_DIR}/{path.name}" if path else None)
         results.append(res)
     return results
-
-
-def _counts(results: Sequence[ClaimResult]) -> dict[str, int]:
-    return {s: sum(r.status == s for r in results) for s in (PASS, FAIL, INCONCLUSIVE)}
 
 
 def _settings(plan: Plan) -> dict[str, Any]:
@@ -120,85 +117,14 @@ def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
         claims.append({**claim.to_dict(), "runs_needed": len(plan.claim_runs(claim.id)),
                        "estimated_process_s": round(plan.cost(claim.id), 1),
                        "result": res.to_dict()})
+    datas = [ClaimData(c, plan, out / RUNS_DIR) for c in plan.claims]
     doc = {"settings": _settings(plan), "budget": _budget(plan, summary),
-           "gap_definition": GAP_DEFINITION, "counts": _counts(results), "claims": claims,
-           "stages": stages}
+           "gap_definition": GAP_DEFINITION, "claim_rule": CLAIM_RULE,
+           "counts": counts(results, plan.claims),
+           "statement_counts": {sec: statement_counts(results, sec) for sec in (PAPER, THEORY)},
+           "theory_claims": [c.id for c in plan.claims if c.section == THEORY],
+           "claims": claims, "runs": run_table(datas), "stages": stages}
     write_json(out / "claims.json", doc)
     md = render_markdown(plan, results, summary)
     (out / "claims.md").write_text(md + "\n" + "\n".join(_stages_md(stages)))
     return doc
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, Interval):
-        return v.fmt()
-    if isinstance(v, float):
-        return "nan" if math.isnan(v) else f"{v:.4g}"
-    return str(v)
-
-
-def _check_rows(checks: Sequence[Check]) -> list[str]:
-    rows = ["| check | status | 95% interval | seeds | decision |", "|---|---|---|---|---|"]
-    for c in checks:
-        iv = c.interval.fmt() if c.interval is not None else "-"
-        rows.append(f"| {c.label} | **{_BADGE[c.status]}** | {iv} | {c.n_seeds} | "
-                    f"{c.reason.replace('|', '/')} |")
-    return rows
-
-
-def render_markdown(plan: Plan, results: Sequence[ClaimResult],
-                    summary: ExecutionSummary | None = None) -> str:
-    c = _counts(results)
-    s = plan.scale
-    quick = (" **QUICK ledger: shortened runs, not evidence; every status is inconclusive "
-             "(the would-be status is in the reason).**" if plan.quick else "")
-    lines = ["# Claims ledger", "",
-             f"Scale `{s.name}` (model `{s.model}`), seeds {list(plan.seeds)}, device "
-             f"`{plan.device}`" + (f", overrides `{' '.join(plan.overrides)}`"
-                                  if plan.overrides else "") + "." + quick, "",
-             f"**{c[PASS]} pass, {c[FAIL]} fail, {c[INCONCLUSIVE]} inconclusive** of "
-             f"{len(results)} claims.", "",
-             f"Runs: {len(plan.runs)} distinct (claims share runs), estimated "
-             f"{plan.cost() / 60:.0f} process-minutes"
-             + (f"; this invocation trained {summary.ran}, reused {summary.reused}, "
-                f"{summary.unavailable} unavailable, {len(summary.errors)} errors"
-                if summary else "") + ".", "",
-             "How to read: each claim states the paper's wording, the rule that decides it, the "
-             "measured numbers with 95% intervals over seeds, and a status: `pass` (every "
-             "interval on the claimed side of its boundary, >= 3 seeds), `fail` (an interval on "
-             "the other side), `inconclusive` (an interval overlapping its boundary, fewer than "
-             "3 seeds, or runs missing: the reason says which). Where the theory predicts a "
-             "direction, its check on the same runs is shown with `agrees` / `disagrees` / "
-             "`undetermined`. " + GAP_DEFINITION + ".", "",
-             "| # | id | figure | status | theory | seeds |", "|---|---|---|---|---|---|"]
-    for claim, r in zip(plan.claims, results):
-        lines.append(f"| {claim.number} | [`{claim.id}`](#{claim.number}-{claim.id}) | "
-                     f"{claim.figure} | **{_BADGE[r.status]}** | {r.agreement or '-'} | "
-                     f"{r.n_seeds} |")
-    lines.append("")
-    for claim, r in zip(plan.claims, results):
-        lines += [f"## {claim.number}. {claim.id}", "",
-                  f"> {claim.wording} ({claim.figure})", "",
-                  f"**Status: {_BADGE[r.status]}.** {r.reason}", ""]
-        if r.plot:
-            lines += [f"![{claim.id}]({r.plot})", ""]
-        lines += [f"- decision rule: {claim.decision}"]
-        lines += [f"- {k}: {_fmt(v)}" for k, v in r.measured.items()]
-        lines += [""] + _check_rows(r.checks) + [""]
-        if r.details:
-            lines += ["Per-optimizer checks:", ""] + _check_rows(r.details) + [""]
-        if claim.theory:
-            lines.append(f"- theory predicts: {claim.theory}")
-            if r.theory_check is not None:
-                lines.append(f"- theory vs measurement: **{r.agreement}** "
-                             f"({r.theory_check.reason})")
-        for v in r.theory_verdicts:
-            lines.append(f"- `validate` trend check `{v.id}`: **{_BADGE[v.status]}** "
-                         f"({v.prediction}; {v.reason})")
-        lines += [f"- grid: {claim.grid}", f"- why this grid: {claim.reason}",
-                  f"- runs: {len(plan.claim_runs(claim.id))} "
-                  f"(~{plan.cost(claim.id) / 60:.0f} process-minutes alone)"]
-        lines += [f"- note: {n}" for n in r.notes]
-        lines.append("")
-    return "\n".join(lines)
-

@@ -2,8 +2,8 @@
 
 - :func:`need`: a check with the arms' missing runs named in its reason;
 - :func:`gap_interval` / :func:`mean_gap`: an arm's paired gap over seeds;
-- :func:`ratio_of_means` / :func:`share_removed`: bootstrap statistics of paired rows;
-- :func:`pairs`: paired rows (x, y) of two per-seed mappings;
+- :func:`gap_ratio_interval`: Fieller's interval of the ratio of two arms' mean gaps (paired);
+- :func:`margin`: the equivalence margin around an arm's gap (scale-free floor);
 - :func:`trend_records`: the run records of some arms, for ``validation.trends`` checks.
 """
 
@@ -14,14 +14,16 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from llm_validation.claims.checks import Check
 from llm_validation.claims.data import ClaimData
-from llm_validation.claims.decisions import BOOTSTRAP_SEED, Check
-from llm_validation.validation.inference import Interval, bootstrap_interval, t_interval
+from llm_validation.claims.regime import EQUIV_REL, nats_threshold
+from llm_validation.validation.contrast import ratio_interval
+from llm_validation.validation.inference import Interval, t_interval
 from llm_validation.validation.runs import RunRecord
 from llm_validation.validation.verdict import INCONCLUSIVE
 
-__all__ = ["need", "gap_interval", "mean_gap", "ratio_of_means", "share_removed", "pairs",
-           "ratio_interval", "trend_records"]
+__all__ = ["need", "interval_of", "gap_interval", "mean_gap", "gap_ratio_interval", "margin",
+           "margin_text", "trend_records"]
 
 
 def need(check: Check, d: ClaimData, *keys: str) -> Check:
@@ -29,13 +31,17 @@ def need(check: Check, d: ClaimData, *keys: str) -> Check:
     missing = d.missing(*keys)
     if check.status != INCONCLUSIVE or not missing:
         return check
-    return Check(label=check.label, status=check.status, interval=check.interval,
-                 n_seeds=check.n_seeds, reason=f"{check.reason} (missing: {missing})")
+    return check.with_reason(f"{check.reason} (missing: {missing})")
+
+
+def interval_of(samples: Mapping[int, float]) -> Interval:
+    """t interval of per-seed values."""
+    return t_interval(list(samples.values()))
 
 
 def gap_interval(d: ClaimData, key: str) -> Interval:
     """t interval of an arm's paired gaps over seeds."""
-    return t_interval(list(d.gaps(key).values()))
+    return interval_of(d.gaps(key))
 
 
 def mean_gap(d: ClaimData, key: str) -> float:
@@ -43,29 +49,24 @@ def mean_gap(d: ClaimData, key: str) -> float:
     return float(np.mean(list(g.values()))) if g else float("nan")
 
 
-def pairs(a: Mapping[int, float], b: Mapping[int, float]) -> list[tuple[float, float]]:
-    """(a[seed], b[seed]) over the seeds both have."""
-    return [(a[s], b[s]) for s in sorted(set(a) & set(b))]
+def gap_ratio_interval(d: ClaimData, den: str, num: str) -> Interval:
+    """Fieller interval of mean gap(num) / mean gap(den), paired by seed."""
+    return ratio_interval(d.gaps(den), d.gaps(num))
 
 
-def ratio_of_means(rows: np.ndarray) -> float:
-    """mean(second column) / mean(first column); NaN when the first mean is not > 0."""
-    den = float(rows[:, 0].mean())
-    return float(rows[:, 1].mean() / den) if den > 0 else float("nan")
+def margin(d: ClaimData, key: str) -> float:
+    """Equivalence margin around arm ``key``'s gap: ``max(floor, EQUIV_REL * |mean gap|)``,
+    the floor the paper's 0.01 nats in this scale's units (:func:`regime.nats_threshold`)."""
+    floor, _ = nats_threshold(d.partner_records(key))
+    ref = abs(mean_gap(d, key))
+    ref = ref if math.isfinite(ref) else 0.0
+    return max(floor if math.isfinite(floor) else 0.0, EQUIV_REL * ref)
 
 
-def share_removed(rows: np.ndarray) -> float:
-    """1 - mean(gap with the fix) / mean(gap without): rows are (gap, gap with the fix)."""
-    r = ratio_of_means(rows)
-    return 1.0 - r if math.isfinite(r) else float("nan")
-
-
-def ratio_interval(rows: Sequence[tuple[float, float]]) -> Interval:
-    """Bootstrap interval of :func:`ratio_of_means` (unbounded without rows)."""
-    if not rows:
-        return Interval.unbounded()
-    return bootstrap_interval(np.asarray(rows, dtype=np.float64), ratio_of_means,
-                              seed=BOOTSTRAP_SEED)
+def margin_text(d: ClaimData, key: str) -> str:
+    """How :func:`margin` was set, in words."""
+    _, floor = nats_threshold(d.partner_records(key))
+    return (f"max({EQUIV_REL:g} x |gap of {key}|, floor: {floor}) = {margin(d, key):.3g}")
 
 
 def trend_records(d: ClaimData, keys: Sequence[str]) -> list[RunRecord]:

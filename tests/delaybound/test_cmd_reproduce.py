@@ -24,6 +24,13 @@ def test_list_json_has_all_claims(capsys):
     assert all(c["runs_needed"] > 0 and c["estimated_process_s"] > 0 and c["reason"]
                for c in d["claims"])
     assert d["distinct_runs"] < sum(c["runs_needed"] for c in d["claims"])
+    assert d["sections"]["theory"] == ["sync-phases"] and len(d["sections"]["paper"]) == 16
+    for c in d["claims"]:
+        paper = [s for s in c["statements"] if s["section"] == "paper"]
+        assert all(s["quote"] and s["source"] and s["decision"] for s in paper), c["id"]
+        assert bool(paper) == (c["section"] == "paper")
+    first = d["claims"][0]["statements"]
+    assert [s["id"] for s in first] == ["1a", "1b", "T1"] and "appendix" in first[1]["source"]
     assert main(["reproduce", "--list", "--claims", "dcasgd"]) == 0
     out = capsys.readouterr().out
     assert "13. dcasgd (Fig. 14)" in out and "distinct runs" in out
@@ -46,7 +53,7 @@ def test_quick_end_to_end_then_nothing_to_run(tmp_path, capsys):
             "--out", str(tmp_path), "--json", *MICRO]
     assert main(args) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["budget"]["ran"] == 5 and doc["budget"]["reused"] == 0
+    assert doc["budget"]["ran"] == 4 and doc["budget"]["reused"] == 0
     claim = doc["claims"][0]
     assert claim["id"] == "dcasgd" and claim["result"]["status"] == "inconclusive"
     assert "only 1 seed" in claim["result"]["reason"]
@@ -54,4 +61,4 @@ def test_quick_end_to_end_then_nothing_to_run(tmp_path, capsys):
     assert not any((tmp_path / "runs").glob("*/checkpoints"))
     assert main(args) == 0
     again = json.loads(capsys.readouterr().out)
-    assert again["budget"]["ran"] == 0 and again["budget"]["reused"] == 5
+    assert again["budget"]["ran"] == 0 and again["budget"]["reused"] == 4

@@ -1,30 +1,47 @@
-"""The ledger on synthetic runs: claims.json / claims.md / figures, and a second invocation
-of the runner that trains nothing."""
+"""The ledger on synthetic runs: claims.json / claims.md / figures, every verdict recomputable
+from claims.json alone, the per-run table, and a second invocation that trains nothing."""
 
 from __future__ import annotations
 
 import json
 
+from llm_validation.claims.checks import KINDS, recheck
 from llm_validation.claims.ledger import RUNS_DIR, assemble, write_ledger
 from llm_validation.claims.plan import build_plan, execute
 from llm_validation.claims.registry import get_claims
 from llm_validation.claims.scales import get_scale
+from tests.llm_validation.claims.scenarios import SCENARIOS, stats_for
 from tests.llm_validation.claims.synthetic import write_runs
-from tests.llm_validation.claims.scenarios import SCENARIOS
 
 IDS = ("adamw-vs-muon", "ef-halves-gap", "horizon")
+#: One claim per check kind (besides ``side``/``all``/``most`` that every claim has): margin
+#: kinds, group kinds, divergence; and the theory-only claim 17.
+KIND_IDS = ("adamw-vs-muon", "ef-halves-gap", "momentum-direction", "weight-decay", "dcasgd",
+            "beta2", "grad-level-ef", "sync-phases", "alignment")
+#: Keys the per-run table promises to ``delaybound advise`` (docs/reproduce.md).
+RUN_KEYS = {"optimizer", "mode", "tau", "lam", "lr", "batch_size", "seq_len", "steps",
+            "tokens_per_step", "seed", "status", "final_val_loss", "best_val_loss",
+            "val_curve", "partner", "lag", "stats"}
 
 
-def _ledger(tmp_path):
-    claims = get_claims(IDS)
+def _ledger(tmp_path, ids=IDS, which=None):
+    claims = get_claims(ids)
     plan = build_plan(claims, get_scale("tiny"), seeds=(0, 1, 2))
-    for c in claims:
-        write_runs(tmp_path / RUNS_DIR, c, plan, SCENARIOS[c.id][0])
+    for i, c in enumerate(claims):
+        w = which or ("pass", "fail")[i % 2]
+        write_runs(tmp_path / RUNS_DIR, c, plan, SCENARIOS[c.id][0 if w == "pass" else 1],
+                   stats_for(c.id, w))
     return plan
 
 
+def _walk(check):
+    yield check
+    for p in check["parts"]:
+        yield from _walk(p)
+
+
 def test_finished_runs_are_reused_not_retrained(tmp_path):
-    plan = _ledger(tmp_path)
+    plan = _ledger(tmp_path, which="pass")
     summary = execute(plan, tmp_path / RUNS_DIR, jobs=0, progress=False)
     assert summary.ran == 0 and summary.reused == len(plan.runs) and not summary.errors
     index = json.loads((tmp_path / RUNS_DIR / "index.json").read_text())
@@ -32,7 +49,7 @@ def test_finished_runs_are_reused_not_retrained(tmp_path):
 
 
 def test_claims_json_and_markdown(tmp_path):
-    plan = _ledger(tmp_path)
+    plan = _ledger(tmp_path, which="pass")
     results = assemble(plan, tmp_path)
     doc = write_ledger(plan, results, tmp_path)
     saved = json.loads((tmp_path / "claims.json").read_text())
@@ -40,9 +57,59 @@ def test_claims_json_and_markdown(tmp_path):
     assert saved["counts"] == doc["counts"] and saved["settings"]["seeds"] == [0, 1, 2]
     first = saved["claims"][0]
     assert first["result"]["status"] == "pass" and first["reason"] and first["grid"]
-    assert first["result"]["checks"][0]["interval"]["n"] == 3
+    st = first["result"]["statements"]
+    assert [s["id"] for s in st] == ["1a", "1b", "T1"] and st[0]["quote"]
+    assert st[0]["check"]["parts"][0]["interval"]["n"] == 3
+    assert st[0]["check"]["parts"][0]["samples"].keys() == {"0", "1", "2"}
+    arm = first["result"]["arms"]["muon/2bw"]
+    assert set(arm["gap"]) == set(arm["lag_steps"]) == set(arm["final_val"]) == {"0", "1", "2"}
     md = (tmp_path / "claims.md").read_text()
     for r in results:
         assert f"## {get_claims([r.id])[0].number}. {r.id}" in md
         assert (tmp_path / r.plot).is_file() and f"]({r.plot})" in md
-    assert "theory predicts:" in md and "why this grid:" in md
+    assert "# The project's theory on the same runs" in md and "why this grid:" in md
+    assert "lag (steps)" in md and "Claim rule:" in md
+
+
+def test_every_check_kind_is_recomputed_from_claims_json_alone(tmp_path):
+    plan = _ledger(tmp_path, KIND_IDS)
+    write_ledger(plan, assemble(plan, tmp_path, figures=False), tmp_path)
+    saved = json.loads((tmp_path / "claims.json").read_text())
+    seen: dict[str, set[str]] = {}
+    for claim in saved["claims"]:
+        for st in claim["result"]["statements"]:
+            for chk in _walk(st["check"]):
+                assert recheck(chk) == chk["status"], (claim["id"], chk["label"])
+                seen.setdefault(chk["kind"], set()).add(chk["status"])
+                if chk["status"] == "inconclusive" and chk["kind"] != "divergence":
+                    assert chk["seeds_needed"] and set(chk["seeds_needed"]) == {"50%", "80%"}
+    assert set(seen) == set(KINDS), set(KINDS) - set(seen)
+    assert {"pass", "fail"} <= set().union(*seen.values())
+    assert saved["theory_claims"] == ["sync-phases"]
+    assert saved["statement_counts"]["theory"] and saved["statement_counts"]["paper"]
+
+
+def test_a_tampered_input_changes_the_recomputed_verdict(tmp_path):
+    """recheck really rebuilds the contrast from the per-seed inputs (it can disagree)."""
+    plan = _ledger(tmp_path, ("adamw-vs-muon",), which="pass")
+    write_ledger(plan, assemble(plan, tmp_path, figures=False), tmp_path)
+    saved = json.loads((tmp_path / "claims.json").read_text())
+    chk = saved["claims"][0]["result"]["statements"][0]["check"]["parts"][0]
+    assert recheck(chk) == "pass"
+    chk["inputs"]["gap Muon"] = {s: 5.0 for s in chk["inputs"]["gap Muon"]}
+    assert recheck(chk) == "fail"
+
+
+def test_the_per_run_table(tmp_path):
+    plan = _ledger(tmp_path, ("adamw-vs-muon",), which="pass")
+    write_ledger(plan, assemble(plan, tmp_path, figures=False), tmp_path)
+    runs = json.loads((tmp_path / "claims.json").read_text())["runs"]
+    assert len(runs) == len(plan.runs)
+    for name, rec in runs.items():
+        assert RUN_KEYS <= set(rec), name
+        if rec["mode"] == "sync":
+            assert rec["partner"] is None and rec["lag"] is None
+        else:
+            assert runs[rec["partner"]]["seed"] == rec["seed"]
+            assert set(rec["lag"]) >= {"steps", "fraction", "gap_fraction"}
+        assert rec["val_curve"][-1][0] == rec["steps"]

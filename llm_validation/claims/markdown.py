@@ -1,0 +1,180 @@
+"""``claims.md``: the ledger for a reader, the paper's claims apart from the project's theory.
+
+Layout: the settings and the counts (per claim and per statement, for the paper's section and
+the theory's), how to read it, the paper's summary table (one row per claim with its
+statements' verdicts), one section per paper claim (each statement with the paper's sentence,
+its rule, the rule's change and reason, its checks with per-seed intervals and the seeds an
+undecided check would need; the measured numbers; the arm table with the gap next to its lag),
+then "the project's theory on the same runs" (every theory statement, claim 17 in full).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from llm_validation.claims.armtable import SCALE_FREE
+from llm_validation.claims.checks import Check
+from llm_validation.claims.claim import Claim
+from llm_validation.claims.decisions import ClaimResult, StatementResult
+from llm_validation.claims.plan import ExecutionSummary, Plan
+from llm_validation.claims.statements import CLAIM_RULE, PAPER, THEORY
+from llm_validation.validation.inference import Interval
+from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS
+
+__all__ = ["render_markdown", "counts", "statement_counts", "BADGE", "HOW_TO_READ"]
+
+BADGE = {PASS: "PASS", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}
+HOW_TO_READ = (
+    "How to read: a claim of the paper is split into its statements, each quoting the "
+    "sentence it tests and decided by its own checks. Every check is a per-seed contrast of "
+    "the arms (runs with the same seed share the initialisation and the data order), decided "
+    "on the 95% paired t interval over seeds: `pass` when it lies on the claimed side of its "
+    "boundary (>= 3 seeds), `fail` when it lies on the other side, `inconclusive` when it "
+    "overlaps it, with fewer than 3 seeds, or with runs missing (the reason says which). Ratios "
+    "are decided as contrasts (share removed > 1/2 is gap - 2 gap_EF > 0) and shown with "
+    "Fieller's interval. An inconclusive check shows the seeds it would need to be decided at "
+    "its measured spread with 50% / 80% power. Next to every gap the arm table gives the lag: "
+    "the synchronous steps the delayed run is behind at the end, as steps and as a fraction of "
+    "the run, and the gap as a fraction of the synchronous run's loss decrease. The project's "
+    "own predictions are in a separate section and never count towards the paper's claims.")
+
+
+def counts(results: Sequence[ClaimResult], claims: Sequence[Claim], section: str = PAPER
+           ) -> dict[str, int]:
+    """Claims of ``section`` per status."""
+    sel = [r for c, r in zip(claims, results) if c.section == section]
+    return {s: sum(r.status == s for r in sel) for s in (PASS, FAIL, INCONCLUSIVE)}
+
+
+def statement_counts(results: Sequence[ClaimResult], section: str) -> dict[str, int]:
+    """Statements of ``section`` per status."""
+    sts = [s.status for r in results for s in r.of(section)]
+    return {s: sts.count(s) for s in (PASS, FAIL, INCONCLUSIVE)}
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, Interval):
+        return v.fmt()
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.4g}"
+    return str(v)
+
+
+def _needed(c: Check) -> str:
+    if not c.seeds_needed:
+        return "-"
+    vals = ["more than 1000" if v is None else str(v) for v in c.seeds_needed.values()]
+    return " / ".join(vals) if any(v is not None for v in c.seeds_needed.values()) else "n/a"
+
+
+def _check_rows(check: Check, depth: int = 0) -> list[str]:
+    iv = check.interval.fmt() if check.interval is not None else "-"
+    lead = ("&nbsp;&nbsp;" * depth + "- ") if depth else ""
+    rows = [f"| {lead}{check.label} | {check.kind} | **{BADGE[check.status]}** | {iv} | "
+            f"{check.n_seeds} | {_needed(check)} | {check.reason.replace('|', '/')} |"]
+    for p in check.parts if len(check.parts) > 1 else ():
+        rows += _check_rows(p, depth + 1)
+    return rows
+
+
+def _statement(s: StatementResult) -> list[str]:
+    st = s.statement
+    lines = [f"**Statement {st.id}** ({st.source}):", "", f"> {st.quote}", "",
+             f"Status **{BADGE[s.status]}**. Rule: {st.decision}."]
+    if st.change:
+        lines[-1] += f" Changed: {st.change}."
+    lines += ["", "| check | kind | status | 95% interval | seeds | seeds needed (50% / 80% "
+                  "power) | decision |", "|---|---|---|---|---|---|---|"]
+    return lines + _check_rows(s.check) + [""]
+
+
+def _arm_rows(r: ClaimResult) -> list[str]:
+    rows = ["| arm | gap | lag (steps) | lag (fraction of run) | gap / sync loss decrease |",
+            "|---|---|---|---|---|"]
+    for key, a in r.arms.items():
+        if a.get("sync"):
+            continue
+        ivs = a.get("intervals", {})
+
+        def cell(name: str) -> str:
+            iv = ivs.get(name)
+            return Interval.from_dict(iv).fmt() if iv else "-"
+        flag = " (censored: at least)" if a.get("censored") else ""
+        rows.append(f"| {key} | {cell('gap')} | {cell(SCALE_FREE[0][0])}{flag} | "
+                    f"{cell(SCALE_FREE[1][0])} | {cell(SCALE_FREE[2][0])} |")
+    return rows if len(rows) > 2 else []
+
+
+def _claim_section(claim: Claim, r: ClaimResult, plan: Plan, section: str) -> list[str]:
+    lines = [f"## {claim.number}. {claim.id}", "", f"> {claim.wording} ({claim.figure})", "",
+             f"**Status: {BADGE[r.status]}.**", ""]
+    if r.plot:
+        lines += [f"![{claim.id}]({r.plot})", ""]
+    for s in r.of(section):
+        lines += _statement(s)
+    lines += [f"- {k}: {_fmt(v)}" for k, v in r.measured.items()]
+    arms = _arm_rows(r)
+    if arms:
+        lines += ["", "Gaps with their scale-free lag (95% intervals over seeds):", ""] + arms
+    lines.append("")
+    if section == PAPER and r.of(THEORY):
+        lines.append("- the theory's prediction on these runs: "
+                     + "; ".join(f"[{s.statement.id}](#the-projects-theory-on-the-same-runs) "
+                                 f"**{BADGE[s.status]}**" for s in r.of(THEORY)))
+    for v in r.theory_verdicts:
+        lines.append(f"- `validate` trend check `{v.id}`: **{BADGE[v.status]}** "
+                     f"({v.prediction}; {v.reason})")
+    lines += [f"- grid: {claim.grid}", f"- why this grid: {claim.reason}",
+              f"- runs: {len(plan.claim_runs(claim.id))} "
+              f"(~{plan.cost(claim.id) / 60:.0f} process-minutes alone)"]
+    lines += [f"- note: {n}" for n in r.notes]
+    return lines + [""]
+
+
+def _count_text(c: dict[str, int]) -> str:
+    return f"{c[PASS]} pass, {c[FAIL]} fail, {c[INCONCLUSIVE]} inconclusive"
+
+
+def render_markdown(plan: Plan, results: Sequence[ClaimResult],
+                    summary: ExecutionSummary | None = None) -> str:
+    claims, s = plan.claims, plan.scale
+    paper = [(c, r) for c, r in zip(claims, results) if c.section == PAPER]
+    quick = (" **QUICK ledger: shortened runs, not evidence; every status is inconclusive "
+             "(the would-be status is in the reason).**" if plan.quick else "")
+    lines = ["# Claims ledger", "",
+             f"Scale `{s.name}` (model `{s.model}`), seeds {list(plan.seeds)}, device "
+             f"`{plan.device}`" + (f", overrides `{' '.join(plan.overrides)}`"
+                                  if plan.overrides else "") + "." + quick, "",
+             f"**The paper's claims: {_count_text(counts(results, claims))}** of {len(paper)} "
+             f"claims; their statements: {_count_text(statement_counts(results, PAPER))}.", "",
+             f"**The project's theory on the same runs:** statements "
+             f"{_count_text(statement_counts(results, THEORY))}.", "",
+             f"Claim rule: {CLAIM_RULE}.", "",
+             f"Runs: {len(plan.runs)} distinct (claims share runs), estimated "
+             f"{plan.cost() / 60:.0f} process-minutes"
+             + (f"; this invocation trained {summary.ran}, reused {summary.reused}, "
+                f"{summary.unavailable} unavailable, {len(summary.errors)} errors"
+                if summary else "") + ".", "", HOW_TO_READ, "",
+             "| # | id | figure | status | statements | seeds |", "|---|---|---|---|---|---|"]
+    for c, r in paper:
+        sts = ", ".join(f"{x.statement.id} {BADGE[x.status]}" for x in r.of(PAPER))
+        lines.append(f"| {c.number} | [`{c.id}`](#{c.number}-{c.id}) | {c.figure} | "
+                     f"**{BADGE[r.status]}** | {sts} | {r.n_seeds} |")
+    lines += ["", "# The paper's claims", ""]
+    for c, r in paper:
+        lines += _claim_section(c, r, plan, PAPER)
+    lines += ["# The project's theory on the same runs", "",
+              "The project's predictions (THEORY.md), decided on the paper's runs with the same "
+              "rules. They are not the paper's claims.", "",
+              "| statement | claim | prediction | status | decision |", "|---|---|---|---|---|"]
+    for c, r in zip(claims, results):
+        for x in r.of(THEORY):
+            lines.append(f"| {x.statement.id} | {c.number}. {c.id} | {x.statement.quote} "
+                         f"({x.statement.decision}) | **{BADGE[x.status]}** | "
+                         f"{x.check.reason.replace('|', '/')} |")
+    lines.append("")
+    for c, r in zip(claims, results):
+        if c.section == THEORY:
+            lines += _claim_section(c, r, plan, THEORY)
+    return "\n".join(lines)

@@ -1,0 +1,59 @@
+"""Check kinds on hand-made per-seed numbers: each can pass and fail, and recheck agrees."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_validation.claims.checks import aggregate, diff, make, recheck
+
+A = {0: 0.30, 1: 0.32, 2: 0.31}
+B = {0: 0.10, 1: 0.11, 2: 0.09}
+
+
+def _both(c):
+    assert recheck(c.to_dict()) == c.status
+    return c.status
+
+
+def test_side_is_a_paired_contrast():
+    assert _both(diff("a - b > 0", "side", ("a", A), ("b", B), boundary=0.0,
+                      predicted="above")) == "pass"
+    assert _both(diff("b - a > 0", "side", ("b", B), ("a", A), boundary=0.0,
+                      predicted="above")) == "fail"
+    # gap - 2 gap_EF > 0: 0.3 - 2 * 0.1 = 0.1 per seed
+    c = make("share > 1/2", "side", {"g": A, "e": B}, {"g": 1.0, "e": -2.0}, boundary=0.0,
+             predicted="above")
+    assert _both(c) == "pass" and c.samples == pytest.approx({0: 0.1, 1: 0.1, 2: 0.13})
+
+
+def test_margin_kinds():
+    same = {0: 0.301, 1: 0.319, 2: 0.311}
+    assert _both(diff("eq", "equivalence", ("a", A), ("s", same), width=0.05)) == "pass"
+    assert _both(diff("eq", "equivalence", ("a", A), ("b", B), width=0.05)) == "fail"
+    assert _both(diff("d", "differs", ("a", A), ("b", B), width=0.05)) == "pass"
+    assert _both(diff("d", "differs", ("a", A), ("s", same), width=0.05)) == "fail"
+    assert _both(diff("nb", "not_better", ("b", B), ("a", A), width=0.05)) == "fail"
+    assert _both(diff("nb", "not_better", ("s", same), ("a", A), width=0.05)) == "pass"
+
+
+def test_no_consistent_effect_passes_an_effect_beside_a_null():
+    effect = {0: 0.10, 1: 0.12, 2: 0.11}
+    null = {0: 0.001, 1: -0.002, 2: 0.0}
+    widths = {"AdamW": 0.05, "SOAP": 0.05}
+    assert _both(make("b2", "no_consistent_effect", {"AdamW": effect, "SOAP": null},
+                      widths=widths)) == "pass"
+    assert _both(make("b2", "no_consistent_effect", {"AdamW": effect, "SOAP": effect},
+                      widths=widths)) == "fail"
+    assert _both(make("s", "same_sign", {"AdamW": effect, "SOAP": effect})) == "pass"
+
+
+def test_divergence_and_aggregates_and_too_few_seeds():
+    g = {"gradient-level": {0: 1.0, 1: 1.0, 2: 1.0}, "update-level": {0: 0.0, 1: 0.0, 2: 0.0}}
+    assert _both(make("div", "divergence", g)) == "pass"
+    passing = diff("p", "side", ("a", A), ("b", B), boundary=0.0, predicted="above")
+    failing = diff("f", "side", ("b", B), ("a", A), boundary=0.0, predicted="above")
+    assert _both(aggregate("all", "all", [passing, failing])) == "fail"
+    assert _both(aggregate("most", "most", [passing, passing, failing])) == "pass"
+    two = diff("two seeds", "side", ("a", {0: 0.3, 1: 0.31}), ("b", {0: 0.1, 1: 0.1}),
+               boundary=0.0, predicted="above")
+    assert _both(two) == "inconclusive" and "only 2 seed" in two.reason

@@ -1,0 +1,33 @@
+"""Seeds needed: filled for inconclusive checks only, larger for smaller effects."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_validation.claims.checks import aggregate, diff
+from llm_validation.claims.seeds import distances, with_seeds_needed
+
+
+def _undecided(effect):
+    a = {0: effect + 0.05, 1: effect - 0.06, 2: effect + 0.01}
+    return diff("x", "side", ("a", a), ("z", {0: 0.0, 1: 0.0, 2: 0.0}), boundary=0.0,
+                predicted="above")
+
+
+def test_inconclusive_checks_get_counts_and_decided_ones_none():
+    small, large = with_seeds_needed(_undecided(0.01)), with_seeds_needed(_undecided(0.04))
+    assert small.status == large.status == "inconclusive"
+    assert large.seeds_needed["50%"] <= small.seeds_needed["50%"]
+    assert large.seeds_needed["50%"] <= large.seeds_needed["80%"]
+    agg = with_seeds_needed(aggregate("all", "all", [_undecided(0.01), _undecided(0.04)]))
+    assert agg.seeds_needed["80%"] == small.seeds_needed["80%"]
+    decided = with_seeds_needed(diff("d", "side", ("a", {0: 1.0, 1: 1.1, 2: 1.05}),
+                                     ("z", {0: 0.0, 1: 0.0, 2: 0.0}), boundary=0.0,
+                                     predicted="above"))
+    assert decided.status == "pass" and decided.seeds_needed is None
+
+
+def test_distances_per_kind():
+    assert distances("side", 0.3, {"boundary": 0.1}) == pytest.approx([0.2])
+    assert distances("equivalence", 0.02, {"width": 0.05}) == pytest.approx([0.03])
+    assert distances("not_better", -0.01, {"width": 0.05}) == pytest.approx([0.01, 0.04])
