@@ -34,7 +34,7 @@ from typing import Mapping
 from llm_validation.validation.inference import DEFAULT_LEVEL, Interval, t_interval
 from llm_validation.validation.student import fieller_bounds
 
-__all__ = ["contrast", "contrast_interval", "ratio_interval"]
+__all__ = ["contrast", "contrast_interval", "ratio_interval", "share_removed_interval"]
 
 
 def contrast(inputs: Mapping[str, Mapping[int, float]],
@@ -73,3 +73,14 @@ def ratio_interval(x: Mapping[int, float], y: Mapping[int, float],
         return Interval.unbounded(est, n=n, level=level)
     return Interval(estimate=est, lo=min(lo, est), hi=max(hi, est), level=level, n=n,
                     method="fieller")
+
+
+def share_removed_interval(gap: Mapping[int, float], gap_fixed: Mapping[int, float],
+                           level: float = DEFAULT_LEVEL) -> Interval:
+    """``1 - mean(gap_fixed) / mean(gap)``: the share of the gap a fix removes, from Fieller's
+    interval of the ratio (:func:`ratio_interval`, end points mirrored)."""
+    r = ratio_interval(gap, gap_fixed, level)
+    if r.method != "fieller":
+        return Interval.unbounded(1.0 - r.estimate, n=r.n, level=level)
+    return Interval(estimate=1.0 - r.estimate, lo=1.0 - r.hi, hi=1.0 - r.lo, level=level,
+                    n=r.n, method="fieller")

@@ -5,7 +5,7 @@ Gaps are paired by seed (``validation.runs.paired_gaps``). Checks and their deci
 - ``gap_adamw_gt_muon``: gap(AdamW) - gap(Muon) at each optimizer's base condition, Welch
   interval above 0 (THEORY.md trend 7; the paper's headline).
 - ``ef_gain[opt]``: EF gain = val(delayed) - val(EF), paired by seed, interval above 0; the
-  share of the gap removed (bootstrap over seeds) is reported with it.
+  share of the gap removed (Fieller's interval of the ratio of paired means) is reported.
 - ``ef_share_vs_alignment[opt]``: across one optimizer's EF settings (lam, momentum), the
   per-seed share of the gap removed against the mean cosine of consecutive base updates of the
   EF run: slope above 0 (trend 6); needs :data:`MIN_TREND_LEVELS` settings. Optimizers are not
@@ -36,9 +36,9 @@ from llm_validation.validation.groups import (
     select,
     series_stat,
 )
+from llm_validation.validation.contrast import share_removed_interval
 from llm_validation.validation.inference import (
     Interval,
-    bootstrap_interval,
     fit_linear,
     fit_pl_tau_shape,
     fit_power_law,
@@ -107,12 +107,6 @@ def adamw_vs_muon_check(runs: Sequence[RunRecord], base: dict[str, str],
                    runs=tuple(r.name for r in used), plot="loss_curves.png")
 
 
-def _share(rows: np.ndarray) -> float:
-    """Share of the gap EF removes, 1 - mean(gap with EF) / mean(gap without)."""
-    g0 = rows[:, 0].mean()
-    return float(1.0 - rows[:, 1].mean() / g0) if g0 > 0 else float("nan")
-
-
 def ef_gain_check(runs: Sequence[RunRecord], opt: str, cond: str, lam: float = 1.0,
                   metric: str = "final") -> Verdict:
     vid = f"ef_gain[{opt}]"
@@ -127,8 +121,7 @@ def ef_gain_check(runs: Sequence[RunRecord], opt: str, cond: str, lam: float = 1
     arr = np.array([[g0, g1] for g0, g1, _ in rows.values()])   # [seeds, (gap, gap with EF)]
     gain = t_interval(arr[:, 0] - arr[:, 1])
     status, reason = decide(gain, boundary=0.0, predicted="above", n_seeds=len(rows))
-    share = bootstrap_interval(arr, _share, seed=BOOTSTRAP_SEED) if arr[:, 0].mean() > 0 else \
-        Interval.unbounded(n=len(rows))
+    share = share_removed_interval(dict(enumerate(arr[:, 0])), dict(enumerate(arr[:, 1])))
     return Verdict(id=vid, kind="trend", claim=claim, prediction=prediction, status=status,
                    reason=reason, n_seeds=len(rows),
                    measured={"gap without EF": t_interval(arr[:, 0]),

@@ -27,7 +27,7 @@ def test_headline_pass(tmp_path):
     assert v.measured["gap AdamW"].estimate == pytest.approx(0.30, abs=0.01)
     assert v.measured["difference AdamW - Muon"].lo > 0
     share = rep.get("ef_gain[muon]").measured["share of gap removed"]
-    assert share.estimate == pytest.approx(0.6, abs=0.05) and share.method == "bootstrap"
+    assert share.estimate == pytest.approx(0.6, abs=0.05) and share.method == "fieller"
     # theory's bounds at the measured constants (L = p95 smoothness 7.5, eta = lr, D = 1/wd)
     me = rep.get("momentum_error[muon]")
     assert me.status == PASS and me.measured["measured / bound"].hi < 1
