@@ -40,7 +40,16 @@ def _policy(args: argparse.Namespace):
     return SeedPolicy(max_seeds=args.max_seeds)
 
 
-def _plan(args: argparse.Namespace, scale=None, claim_seeds=None):
+def _threads(args: argparse.Namespace) -> int:
+    return args.threads or max(1, (os.cpu_count() or 1) // max(args.jobs, 1))
+
+
+def _plan(args: argparse.Namespace, *, measure: bool, scale=None, claim_seeds=None,
+          cost_model=None):
+    """The plan (at ``scale``, default ``--scale``; ``claim_seeds``: the seeds policy's second
+    look), its costs from ``cost_model``, else the machine's calibration (cached in ``--out``;
+    measured now when ``measure`` and there is none), else the scale's constants."""
+    from llm_validation.claims.calibration import load_or_calibrate
     from llm_validation.claims.plan import build_plan
     from llm_validation.claims.registry import get_claims
     from llm_validation.claims.scales import get_scale
@@ -49,16 +58,28 @@ def _plan(args: argparse.Namespace, scale=None, claim_seeds=None):
     if args.jobs < 0:
         raise ValueError(f"--jobs {args.jobs}: must be >= 0 (0: in this process)")
     n = args.seeds if args.seeds is not None else (1 if args.quick else 3)
-    claims = get_claims(args.claims)
-    return build_plan(claims, scale or get_scale(args.scale), seeds=tuple(range(n)),
-                      quick=args.quick, device=args.device, overrides=tuple(args.set or ()),
-                      claim_seeds=claim_seeds)
+    claims, scale = get_claims(args.claims), scale or get_scale(args.scale)
+    overrides = tuple(args.set or ())
+    kw = dict(seeds=tuple(range(n)), quick=args.quick, device=args.device, overrides=overrides,
+              claim_seeds=claim_seeds)
+    if cost_model is not None:
+        return build_plan(claims, scale, cost_model=cost_model, **kw)
+    plan = build_plan(claims, scale, **kw)
+    if not args.out or not plan.available():
+        return plan
+    optimizers = [r.cfg.optim.name for r in plan.available()]
+    if measure and not args.quiet:
+        print("[reproduce] calibrating the cost model on this machine (cached in "
+              f"{os.path.join(args.out, 'calibration.json')})", file=sys.stderr, flush=True)
+    costs = load_or_calibrate(args.out, scale, optimizers, quick=args.quick, device=args.device,
+                              overrides=overrides, threads=_threads(args), measure=measure)
+    return plan if costs is None else build_plan(claims, scale, cost_model=costs, **kw)
 
 
 def _list(args: argparse.Namespace) -> int:
     from llm_validation.claims.stages import stage_costs
     policy = _policy(args)
-    plan = _plan(args)
+    plan = _plan(args, measure=False)
     jobs = max(args.jobs, 1)
     stages = stage_costs(plan.claims, plan.scale, plan, quick=plan.quick,
                          overrides=plan.overrides, policy=policy)
@@ -67,7 +88,8 @@ def _list(args: argparse.Namespace) -> int:
     total = sum(s["estimated_process_s"] for s in stages)
     totals = {"distinct_runs": len(plan.runs), "estimated_process_s": round(total, 1),
               "estimated_wall_s": round(total / jobs, 1), "jobs": jobs,
-              "unavailable_runs": len(plan.unavailable())}
+              "unavailable_runs": len(plan.unavailable()),
+              "cost_model": plan.cost_model.to_dict()}
     if args.json:
         sections = {sec: [c.id for c in plan.claims if c.section == sec]
                     for sec in ("paper", "theory")}
@@ -91,8 +113,9 @@ def _list(args: argparse.Namespace) -> int:
     print(f"\n{totals['distinct_runs']} distinct claim runs at scale {plan.scale.name}, "
           f"{len(plan.seeds)} seed(s): ~{totals['estimated_process_s'] / 60:.0f} "
           f"process-minutes with the lr sweep, ~{totals['estimated_wall_s'] / 60:.0f} minutes "
-          f"with --jobs {jobs}"
-          + (f"; {totals['unavailable_runs']} runs cannot be configured in this checkout"
+          f"with --jobs {jobs} (cost model: {plan.cost_model.source})"
+          + (f"; {totals['unavailable_runs']} runs not run (unavailable here, or long arms "
+             "under --quick)"
              if totals["unavailable_runs"] else ""))
     return 0
 
@@ -103,15 +126,15 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if not args.out:
         raise ValueError("--out DIR is required (or --list)")
     policy = _policy(args)
-    plan = _plan(args)
+    plan = _plan(args, measure=True)
     if plan.device == "cuda":
         import torch
         if not torch.cuda.is_available():
             raise ValueError("--device cuda: no CUDA device is available here")
-    from llm_validation.claims.ledger import RUNS_DIR, assemble, write_ledger
+    from llm_validation.claims.ledger import FIGURES_DIR, RUNS_DIR, assemble, write_ledger
     from llm_validation.claims.plan import execute
     from llm_validation.claims.stages import LEVELS_WIRED, extension_seeds, lr_stage
-    threads = args.threads or max(1, (os.cpu_count() or 1) // max(args.jobs, 1))
+    threads = _threads(args)
     runs_dir = os.path.join(args.out, RUNS_DIR)
     errors: list[str] = []
 
@@ -124,8 +147,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if not args.quiet:
         print("[reproduce] stage 1/3: lr sweep", file=sys.stderr, flush=True)
     scale, _ = lr_stage(plan.scale, plan.claims, args.out, quick=plan.quick, device=args.device,
-                        overrides=plan.overrides, train=train)
-    plan = _plan(args, scale=scale)
+                        overrides=plan.overrides, train=train, runs_dir=RUNS_DIR,
+                        figures_dir=FIGURES_DIR, cost_model=plan.cost_model)
+    plan = _plan(args, measure=False, scale=scale, cost_model=plan.cost_model)
     if not args.quiet:
         print("[reproduce] stage 2/3: the claims' runs", file=sys.stderr, flush=True)
     summary = train(plan)
@@ -134,8 +158,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if LEVELS_WIRED and any(e.seeds for e in exts):
         if not args.quiet:
             print("[reproduce] stage 3/3: extra seeds", file=sys.stderr, flush=True)
-        plan = _plan(args, scale=scale, claim_seeds={e.claim_id: tuple(range(e.seeds))
-                                                     for e in exts if e.seeds})
+        plan = _plan(args, measure=False, scale=scale, cost_model=plan.cost_model,
+                     claim_seeds={e.claim_id: tuple(range(e.seeds)) for e in exts if e.seeds})
         summary = train(plan)
         results = assemble(plan, args.out)
     doc = write_ledger(plan, results, args.out, summary,

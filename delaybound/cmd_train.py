@@ -24,6 +24,7 @@ _FIELDS = {
     "schedule": ("optim", "schedule"), "warmup": ("optim", "warmup_steps"),
     "min_lr_ratio": ("optim", "min_lr_ratio"),
     "beta1": ("optim", "beta1"), "beta2": ("optim", "beta2"), "grad_clip": ("optim", "grad_clip"),
+    "ns_dtype": ("optim", "ns_dtype"), "final_eval_batches": ("run", "final_eval_batches"),
     "wsd_decay_fraction": ("optim", "wsd_decay_fraction"),
     "sync_start": ("delay", "sync_start"), "sync_cooldown": ("delay", "sync_cooldown"),
     "correction": ("delay", "correction"), "correction_coef": ("delay", "correction_coef"),
@@ -50,7 +51,8 @@ def _taus(text: str) -> tuple[int, ...]:
 
 
 def register(subparsers: Any) -> None:
-    from llm_validation.config import CORRECTIONS, OPTIMIZERS, PIPELINE_KINDS, PRESETS, SCHEDULES
+    from llm_validation.config import (CORRECTIONS, NS_DTYPES, OPTIMIZERS, PIPELINE_KINDS,
+                                       PRESETS, SCHEDULES)
 
     p = subparsers.add_parser(
         "train", help="train a small LLM under exact emulated delay (PipeDream-2BW) with stats",
@@ -70,6 +72,9 @@ def register(subparsers: Any) -> None:
     a("--beta2", type=float, help="Adam-family beta2 (Lion: momentum beta)")
     a("--grad-clip", type=float, metavar="C", help="global L2 gradient clipping (0: off)")
     a("--weight-decay", type=float, help="weight decay")
+    a("--ns-dtype", choices=list(NS_DTYPES),
+      help="Muon/NorMuon Newton-Schulz dtype (default bfloat16, the libraries'; auto: float32 "
+           "on a CPU without native bfloat16, where it is several times faster)")
     a("--schedule", choices=list(SCHEDULES), help="lr decay (default cosine)")
     a("--wsd-decay-fraction", type=float, help="wsd: fraction of the run in the final decay")
     a("--warmup", type=int, help="linear warmup steps")
@@ -97,6 +102,8 @@ def register(subparsers: Any) -> None:
     a("--val-data", help=".bin validation shards")
     a("--eval-interval", type=int, help="validation every N steps (0: end only)")
     a("--eval-batches", type=int, help="validation batches per evaluation")
+    a("--final-eval-batches", type=int,
+      help="validation batches of the closing evaluation (0: --eval-batches; emulated runs)")
     a("--stats-interval", type=int, help="expensive statistics every N steps (0: off)")
     a("--momentum-error-interval", type=int, help="momentum error every N steps (0: off)")
     a("--checkpoint-interval", type=int, help="checkpoint every N steps (0: end only)")

@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from llm_validation.hardware import NS_DTYPES, resolve_ns_dtype
+
 __all__ = [
     "ModelConfig",
     "DataConfig",
@@ -39,6 +41,8 @@ __all__ = [
     "OPTIMIZERS",
     "SCHEDULES",
     "CORRECTIONS",
+    "NS_DTYPES",
+    "DIGEST_LEGACY",
 ]
 
 #: Vocabulary of byte-level corpora.
@@ -288,6 +292,13 @@ class OptimConfig:
     grad_clip: float = 0.0
     """Global L2-norm clipping of the gradient the step uses (0 = off): ``g <- g min(1,
     grad_clip / (||g|| + 1e-6))`` as torch.nn.utils.clip_grad_norm_, over all stages."""
+    ns_dtype: str = "bfloat16"
+    """Muon/NorMuon only: dtype of the Newton-Schulz iteration (one of :data:`NS_DTYPES`).
+    ``bfloat16`` is the libraries' own (exactly ``torch.optim.Muon`` / ``NorMuon``), ``float32``
+    the same iteration in float32 (:mod:`llm_validation.training.muon`), ``auto`` float32 on a
+    CPU without native bfloat16 and bfloat16 elsewhere; ``TrainConfig`` resolves ``auto`` at
+    construction (:func:`llm_validation.hardware.resolve_ns_dtype`), so config.json records
+    the dtype the run used."""
 
     def __post_init__(self) -> None:
         _choice(self, "name", OPTIMIZERS)
@@ -314,6 +325,7 @@ class OptimConfig:
             _int(self, "decay_steps", 1)
         _float(self, "wsd_decay_fraction", 0.0, 1.0, lo_open=True)
         _float(self, "grad_clip", 0.0)
+        _choice(self, "ns_dtype", NS_DTYPES)
 
 
 # --------------------------------------------------------------------------------------- delay
@@ -437,6 +449,11 @@ class RunConfig:
     """Validation loss every this many steps (0: only at the end; the end is always evaluated)."""
     eval_batches: int = 8
     """Number of fixed validation batches (of ``batch_size`` windows) per evaluation."""
+    final_eval_batches: int = 0
+    """Fixed validation batches of the closing evaluation at W(N) (0: ``eval_batches``, the
+    same set as every evaluation; larger: that set and the next batches of the validation
+    stream). The final loss is what every claim's gap reads; a larger set lowers its sampling
+    noise for one evaluation's cost. Emulated single-process runs only."""
     stats_interval: int = 10
     """Expensive statistics every this many steps (0: off; loss, lr, grad_norm are every step)."""
     momentum_error_interval: int = 0
@@ -481,6 +498,7 @@ class RunConfig:
                      "checkpoint_interval"):
             _int(self, name, 0)
         _int(self, "eval_batches", 1)
+        _int(self, "final_eval_batches", 0)
         _int(self, "large_batch_factor", 1)
         if not isinstance(self.out_dir, str) or not self.out_dir:
             raise TypeError(f"RunConfig.out_dir={self.out_dir!r} must be a non-empty str")
@@ -504,6 +522,11 @@ class RunConfig:
 
 
 # ---------------------------------------------------------------------------------------- all
+#: Fields added after run directories were first named by a digest of the whole config
+#: (``claims.plan.run_name``), with the value that reproduces the runs made before them: a
+#: digest leaves a field out while it holds that value, so those runs keep their names.
+DIGEST_LEGACY: Mapping[str, Any] = {"optim.ns_dtype": "bfloat16", "run.final_eval_batches": 0}
+
 _SECTIONS = {"model": ModelConfig, "data": DataConfig, "optim": OptimConfig,
              "delay": DelayConfig, "run": RunConfig}
 
@@ -531,6 +554,9 @@ class TrainConfig:
         if self.data.byte_level and self.model.vocab_size != BYTE_VOCAB:
             object.__setattr__(self, "model",
                                dataclasses.replace(self.model, vocab_size=BYTE_VOCAB))
+        if self.optim.ns_dtype == "auto":  # the dtype the run will use, as config.json records
+            object.__setattr__(self, "optim", dataclasses.replace(
+                self.optim, ns_dtype=resolve_ns_dtype("auto", self.run.device)))
         if self.data.seq_len > self.model.max_seq_len:
             raise ValueError(f"DataConfig.seq_len={self.data.seq_len} exceeds "
                              f"ModelConfig.max_seq_len={self.model.max_seq_len}")
@@ -546,6 +572,10 @@ class TrainConfig:
                 raise ValueError(f"DelayConfig.{extra[0]}={getattr(self.delay, extra[0])!r} is "
                                  "not supported with data_parallel > 1 (the data-parallel "
                                  "emulation runs tau, ef_lambda and ef_level only)")
+        if run.final_eval_batches and (run.pipeline != "none" or run.data_parallel > 1):
+            raise ValueError(f"RunConfig.final_eval_batches={run.final_eval_batches} is "
+                             "supported by the emulated single-process loop only (leave it 0 "
+                             "with a pipeline or data_parallel > 1)")
         if run.pipeline != "none":
             if run.stages > self.model.n_layer:
                 raise ValueError(f"RunConfig.stages={run.stages} exceeds "

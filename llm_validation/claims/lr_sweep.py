@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from llm_validation.claims.scales import Scale, base_config, run_cost
+from llm_validation.claims.scales import Scale, base_config
 from llm_validation.rundir import read_json, write_json
 from llm_validation.sweep.grid import parse_override
 from llm_validation.validation.runs import RunRecord, is_complete
@@ -139,12 +139,13 @@ def sweep_configs(scale: Scale, optimizer: str, exponents: Sequence[int], *, see
     return out
 
 
-def sweep_cost(scale: Scale, optimizers: Sequence[str], *, quick: bool, seeds: int) -> float:
+def sweep_cost(scale: Scale, optimizers: Sequence[str], *, quick: bool, seeds: int,
+               step_s: Callable[[str], float]) -> float:
     """Estimated process-seconds of the first grid of every optimizer (widening adds
-    ``1 / len(FIRST_GRID)`` of it per point)."""
+    ``1 / len(FIRST_GRID)`` of it per point); ``step_s``: seconds per step of an optimizer's
+    base run (the plan's cost model)."""
     steps = scale.quick_steps if quick else scale.steps
-    return sum(run_cost(scale, optimizer, steps) * len(FIRST_GRID) * seeds
-               for optimizer in optimizers)
+    return sum(step_s(o) * steps * len(FIRST_GRID) * seeds for o in optimizers)
 
 
 def _read(runs_dir: Path, name: str) -> float | None:

@@ -1,14 +1,15 @@
 """The runs a set of claims needs: distinct configs, their cost, and their execution.
 
 :func:`build_plan` resolves every arm of every selected claim (and its synchronous partner)
-against the scale's base run of its optimizer, for every seed, and keeps one
-:class:`PlannedRun` per distinct config: claims that need the same run share it. A run is named
-``<sweep point name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the
-whole config except ``out_dir``/``resume``), so two configs never share a directory and the
-same config always finds its directory again. An arm that this checkout cannot configure
-(a config field or optimizer not there yet), and a long-horizon arm (``Arm.long``) of a
-``--quick`` plan, becomes an *unavailable* run with the reason; the claims that need it come
-out inconclusive, saying why.
+against the scale's base run of its optimizer, for every seed, and keeps one :class:`PlannedRun`
+per distinct config: claims that need the same run share it. A run is named ``<sweep point
+name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the whole config
+except ``out_dir``/``resume``, and except the fields of
+:data:`~llm_validation.config.DIGEST_LEGACY` while they hold the value the older runs had), so
+two configs never share a directory and the same config always finds its directory again. An arm
+that this checkout cannot configure (a config field or optimizer not there yet), and a
+long-horizon arm (``Arm.long``) of a ``--quick`` plan, becomes an *unavailable* run with the
+reason; the claims that need it come out inconclusive, saying why.
 
 :func:`execute` trains what is missing through :func:`llm_validation.sweep.runner.run_sweep`
 (resumable: finished runs are skipped, interrupted ones resumed; ``index.json`` next to the
@@ -16,8 +17,10 @@ runs) with a progress line per finished run on stderr whose ETA is weighted by t
 cost of the runs left. Checkpoints of finished runs are removed unless ``keep_checkpoints``
 (the ledger reads only config, metrics and summary; a SmolLM-135M checkpoint is ~3 GB).
 
-Cost model: ``Scale.sec_per_step x steps x batch / base batch x OPT_COST[optimizer]`` seconds
-of one process (one CPU core or one GPU); the wall time is about that over ``--jobs``.
+Cost model (:mod:`llm_validation.claims.calibration`): ``sec_per_step[optimizer] x steps x
+batch / base batch`` seconds of one process (one CPU core or one GPU), with ``sec_per_step``
+measured on this machine when a calibration is passed, else the constants ``Scale.sec_per_step
+x OPT_COST[optimizer]``; the wall time is about that over ``--jobs``.
 """
 
 from __future__ import annotations
@@ -35,18 +38,17 @@ from typing import Any, Mapping, Sequence, TextIO
 
 from llm_validation.claims.arms import Unavailable, resolve
 from llm_validation.claims.claim import Claim
-from llm_validation.claims.scales import Scale, base_config, run_cost
-from llm_validation.config import TrainConfig
+from llm_validation.claims.calibration import CostModel, constant_model
+from llm_validation.claims.scales import Scale, base_config
+from llm_validation.config import DIGEST_LEGACY, OPTIMIZERS, TrainConfig
 from llm_validation.rundir import RunPaths
 from llm_validation.sweep.grid import SweepPoint, point_name
 from llm_validation.validation.runs import is_complete
 
-__all__ = ["PlannedRun", "Plan", "build_plan", "config_plan", "execute", "run_name",
-           "ExecutionSummary",
-           "QUICK_SKIP"]
-
 #: Why a long-horizon arm has no run in a ``--quick`` plan.
 QUICK_SKIP = "a long-horizon arm, not run under --quick (its cost would exceed the quick budget)"
+
+__all__ = ["QUICK_SKIP", "config_plan", "PlannedRun", "Plan", "build_plan", "execute", "run_name", "ExecutionSummary"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,16 +72,16 @@ def _digest(cfg: TrainConfig) -> str:
     d = cfg.to_dict()
     d["run"].pop("out_dir", None)
     d["run"].pop("resume", None)
+    for key, legacy in DIGEST_LEGACY.items():
+        section, name = key.split(".")
+        if d[section].get(name) == legacy:
+            del d[section][name]
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
 
 
 def run_name(cfg: TrainConfig) -> str:
     """``<point name>-<digest>``: readable, and unique per config."""
     return f"{point_name(cfg)}-{_digest(cfg)}"
-
-
-def _cost(cfg: TrainConfig, scale: Scale, base_batch: int) -> float:
-    return run_cost(scale, cfg.optim.name, cfg.run.steps, cfg.run.batch_size / base_batch)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +96,8 @@ class Plan:
     claims: tuple[Claim, ...]
     runs: tuple[PlannedRun, ...]
     """Distinct runs, in first-use order."""
+    cost_model: CostModel
+    """How the runs' ``cost_s`` were estimated (calibrated here, or the scale's constants)."""
     index: Mapping[str, Mapping[tuple[str, int], str]] = field(repr=False)
     """claim id -> (arm key, seed) -> run name."""
     claim_seeds: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
@@ -130,11 +134,13 @@ class Plan:
 
 def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                quick: bool = False, device: str | None = None,
-               overrides: Sequence[str] = (),
+               overrides: Sequence[str] = (), cost_model: CostModel | None = None,
                claim_seeds: Mapping[str, Sequence[int]] | None = None) -> Plan:
-    """Resolve every arm (and partner) of ``claims`` for every seed (see the module docstring).
-    ``claim_seeds``: claim id -> its own seeds (the seeds policy's second look), else
-    ``seeds``."""
+    """Resolve every arm (and partner) of ``claims`` for every seed (see the module docstring;
+    ``cost_model``: the machine's calibration, else the scale's constants; ``claim_seeds``:
+    claim id -> its own seeds, the seeds policy's second look, else ``seeds``)."""
+    own = {k: tuple(v) for k, v in (claim_seeds or {}).items()}
+    costs = cost_model or constant_model(scale, OPTIMIZERS)
     if not claims:
         raise ValueError("build_plan: no claims selected")
     seeds = tuple(seeds)
@@ -144,7 +150,6 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
     runs: dict[str, PlannedRun] = {}
     index: dict[str, dict[tuple[str, int], str]] = {}
     base_batch = None
-    own = {k: tuple(v) for k, v in (claim_seeds or {}).items()}
     for claim in claims:
         index[claim.id] = {}
         for arm in claim.all_arms():
@@ -175,7 +180,7 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                 prev = runs.get(name)
                 use = (claim.id, arm.key)
                 if prev is None:
-                    cost = _cost(cfg, scale, base_batch) if cfg is not None else 0.0
+                    cost = costs.run_cost(cfg, base_batch) if cfg is not None else 0.0
                     runs[name] = PlannedRun(name=name, cfg=cfg, seed=seed, uses=(use,),
                                             cost_s=cost, unavailable=why)
                 elif use not in prev.uses:
@@ -184,18 +189,21 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                                             unavailable=prev.unavailable)
     return Plan(scale=scale, seeds=seeds, quick=quick,
                 device=device or scale.device, overrides=tuple(overrides),
-                claims=tuple(claims), runs=tuple(runs.values()), index=index, claim_seeds=own)
+                claims=tuple(claims), runs=tuple(runs.values()), cost_model=costs, index=index,
+                claim_seeds=own)
 
 
 def config_plan(scale: Scale, configs: Sequence[tuple[str, TrainConfig]], *, quick: bool,
-                device: str | None, overrides: Sequence[str] = ()) -> Plan:
+                device: str | None, overrides: Sequence[str] = (),
+                cost_model: CostModel | None = None) -> Plan:
     """A plan of named configs outside any claim (the lr sweep's runs), for :func:`execute`."""
+    costs = cost_model or constant_model(scale, OPTIMIZERS)
     base_batch = base_config(scale, "adamw", quick=quick).run.batch_size
     runs = {n: PlannedRun(name=n, cfg=c, seed=c.run.seed, uses=(),
-                          cost_s=_cost(c, scale, base_batch)) for n, c in configs}
+                          cost_s=costs.run_cost(c, base_batch)) for n, c in configs}
     return Plan(scale=scale, seeds=tuple(sorted({c.run.seed for _, c in configs})) or (0,),
                 quick=quick, device=device or scale.device, overrides=tuple(overrides),
-                claims=(), runs=tuple(runs.values()), index={})
+                claims=(), runs=tuple(runs.values()), cost_model=costs, index={})
 
 
 def _with_seed(cfg: TrainConfig, seed: int):

@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 from llm_validation.config import TrainConfig
 from llm_validation.sweep.grid import BASE_OPTIM, apply_overrides, default_base
 
-__all__ = ["Scale", "SCALES", "LR_REASON", "OPT_COST", "base_config", "get_scale", "run_cost"]
+__all__ = ["Scale", "SCALES", "LR_REASON", "OPT_COST", "base_config", "get_scale"]
 
 #: Why each optimizer's lr is what it is (shown in docs/reproduce.md and ``--list``).
 LR_REASON = ("AdamW 1e-3 and Muon 1e-2 are the demo's tuned tiny-model lrs (BASE_OPTIM: each "
@@ -107,12 +107,6 @@ SCALES: Mapping[str, Scale] = {
                          checkpoint_interval=500,
                          notes=("SmolLM-135M shapes on one GPU in bfloat16; lrs not re-tuned",)),
 }
-
-
-def run_cost(scale: Scale, optimizer: str, steps: int, batch_ratio: float = 1.0) -> float:
-    """Estimated process-seconds of a run: ``sec_per_step x steps x batch / base batch x
-    OPT_COST[optimizer]`` (the ledger's one cost formula)."""
-    return scale.sec_per_step * steps * batch_ratio * OPT_COST.get(optimizer, 1.0)
 
 
 def get_scale(name: str) -> Scale:

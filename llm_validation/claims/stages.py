@@ -45,7 +45,7 @@ def optimizers_of(claims: Sequence[Claim]) -> tuple[str, ...]:
 
 def lr_stage(scale: Scale, claims: Sequence[Claim], out: str | Path, *, quick: bool,
              device: str | None, overrides: Sequence[str], train: Callable[[Plan], Any],
-             runs_dir: str = "runs", figures_dir: str = "figures"
+             runs_dir: str = "runs", figures_dir: str = "figures", cost_model: Any = None
              ) -> tuple[Scale, dict[str, LrChoice]]:
     """Stage 1: sweep (runs in ``out/runs_dir``), store the table under ``out`` and the figure
     under ``out/figures_dir``, return the tuned scale. ``train(plan)`` trains a plan's
@@ -55,7 +55,8 @@ def lr_stage(scale: Scale, claims: Sequence[Claim], out: str | Path, *, quick: b
 
     def train_configs(todo):
         if todo:
-            train(config_plan(scale, todo, quick=quick, device=device, overrides=overrides))
+            train(config_plan(scale, todo, quick=quick, device=device, overrides=overrides,
+                              cost_model=cost_model))
 
     seeds = 1 if quick else SWEEP_SEEDS
     choices = run_lr_sweep(scale, optimizers_of(claims), out / runs_dir, train_configs,
@@ -72,7 +73,7 @@ def stage_costs(claims: Sequence[Claim], scale: Scale, plan: Plan, *, quick: boo
     """Each stage with its estimated process-seconds (``reproduce --list``)."""
     opts = [o for o in optimizers_of(claims) if overridden(o, overrides) is None]
     seeds = 1 if quick else SWEEP_SEEDS
-    first = sweep_cost(scale, opts, quick=quick, seeds=seeds)
+    first = sweep_cost(scale, opts, quick=quick, seeds=seeds, step_s=plan.cost_model.step_s)
     per_seed = plan.cost() / max(len(plan.seeds), 1)
     extra = 0 if quick else max(policy.max_seeds - len(plan.seeds), 0)
     return [

@@ -8,10 +8,11 @@ One step t (B = batch_size, T = seq_len, M = microbatches; statistics: ``trainin
             (lm_loss(model(x_m), y_m) / M).backward()   # x_m: [B/M, T]
     opt.step(); opt.zero_grad()                  # base step on W(t), then EF
 
-Validation loss at W(t) before step t every ``eval_interval`` steps and at W(N) at the end
-(same fixed validation batches every time). Statistics (``stats``) every ``stats_interval``
-steps cost one extra forward/backward (the fresh gradient at W(t), or for tau = 0 the gradient
-at W(t-1)) and one dry-run optimizer step (restored exactly), and never change the trajectory.
+Validation loss at W(t) before step t every ``eval_interval`` steps and at W(N) at the end (same
+fixed validation batches every time; the closing evaluation on the first ``final_eval_batches``
+of the stream when that is set). Statistics (``stats``) every ``stats_interval`` steps cost one
+extra forward/backward (the fresh gradient at W(t), or for tau = 0 the gradient at W(t-1)) and
+one dry-run optimizer step (restored exactly), and never change the trajectory.
 A non-finite loss stops the run: the row is written, status ``diverged``, message on stderr.
 Pipeline runs are not this loop's: :func:`llm_validation.run.run` is the one place that chooses.
 Resuming (``cfg.run.resume``) loads the latest checkpoint and continues bitwise on CPU (no
@@ -149,10 +150,12 @@ def train(cfg: TrainConfig, *, progress: bool = True,
     val_sampler = WindowSampler(corpus.val, run.batch_size, cfg.data.seq_len, run.seed, STREAM_VAL)
     large = WindowSampler(corpus.train, run.batch_size * run.large_batch_factor, cfg.data.seq_len,
                           run.seed, STREAM_LARGE)
-    val_batches = [tuple(t.to(device) for t in val_sampler.batch(i))
-                   for i in range(run.eval_batches)]
+    n_final = run.final_eval_batches or run.eval_batches
+    stream = [tuple(t.to(device) for t in val_sampler.batch(i))
+              for i in range(max(run.eval_batches, n_final))]
+    val_batches, final_batches = stream[:run.eval_batches], stream[:n_final]
     if not corpus.byte_level:
-        for i, (vx, vy) in enumerate(val_batches):
+        for i, (vx, vy) in enumerate(stream):
             _check_vocab(torch.cat([vx, vy[:, -1:]], 1), cfg.model.vocab_size, f"val batch {i}")
     geoms = [group_geometry(g) for g in opt.param_groups for _ in g["params"]]
     probe = StepProbe(opt, geoms, tau=opt.tau, stats_interval=run.stats_interval,
@@ -238,7 +241,7 @@ def train(cfg: TrainConfig, *, progress: bool = True,
         done = opt.t
         final_val = None
         if status == "completed":
-            final_val = evaluate(model, val_batches, run.microbatches, ctx)     # at W(N)
+            final_val = evaluate(model, final_batches, run.microbatches, ctx)   # at W(N)
             metrics.write(eval_row(done, final_val))
             if not (run.checkpoint_interval and done % run.checkpoint_interval == 0):
                 checkpoint(done)

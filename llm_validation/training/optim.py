@@ -13,6 +13,8 @@ name, or ``adamw`` for the AdamW part of Muon/NorMuon), ``geometry`` (``spectral
 - ``sgd``: ``torch.optim.SGD`` (momentum, Nesterov); l2.
 - ``muon``: ``torch.optim.Muon`` on hidden matrices (spectral) + ``torch.optim.AdamW`` (l_inf).
 - ``normuon``: ``pytorch_optimizer.NorMuon`` on hidden matrices (spectral) + ``torch.optim.AdamW``.
+  Both with Newton-Schulz in ``cfg.ns_dtype`` (:mod:`llm_validation.training.muon`: bfloat16 is
+  the library's own step, float32 the same step with the iteration in float32).
 - ``soap``: ``pytorch_optimizer.SOAP``; matrices preconditioned on both sides spectral, vectors
   and matrices with a side over :data:`SOAP_MAX_PRECONDITION_DIM` l_inf.
 - ``lion``: ``pytorch_optimizer.Lion``; l_inf.  ``adan``: ``pytorch_optimizer.Adan``; l_inf.
@@ -61,7 +63,9 @@ import torch
 from torch import Tensor, nn
 
 from llm_validation.config import OptimConfig
+from llm_validation.hardware import resolve_ns_dtype
 from llm_validation.training.model import param_kind
+from llm_validation.training.muon import Muon, NorMuon, ns_torch_dtype
 from theory.geometry import L2, LINF, SPECTRAL, Geometry, get_geometry
 
 __all__ = [
@@ -231,19 +235,20 @@ def build_optimizer(source: nn.Module | Iterable[tuple[str, Tensor]], cfg: Optim
             adam_groups.append(_group(stage, "adamw", LINF, items, aux_lr,
                                       cfg.weight_decay if decay else 0.0))
     parts: list[torch.optim.Optimizer] = []
+    if muon_groups:
+        device = str(muon_groups[0]["params"][0].device)
+        ns_dtype = ns_torch_dtype(resolve_ns_dtype(cfg.ns_dtype, device))
     if muon_groups and name == "muon":
-        parts.append(torch.optim.Muon(muon_groups, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                                      momentum=cfg.momentum, nesterov=cfg.nesterov,
-                                      adjust_lr_fn=cfg.muon_adjust_lr))
+        parts.append(Muon(muon_groups, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                          momentum=cfg.momentum, nesterov=cfg.nesterov,
+                          adjust_lr_fn=cfg.muon_adjust_lr, ns_dtype=ns_dtype))
     elif muon_groups:
-        from pytorch_optimizer import NorMuon
-
         for g in muon_groups:
             g["use_muon"] = True
         parts.append(NorMuon(muon_groups, lr=cfg.lr, momentum=cfg.momentum, beta2=cfg.beta2,
                              weight_decay=cfg.weight_decay, nesterov=cfg.nesterov,
                              use_adjusted_lr=cfg.muon_adjust_lr == "match_rms_adamw",
-                             foreach=False))
+                             foreach=False, ns_dtype=ns_dtype))
     if adam_groups:
         parts.append(torch.optim.AdamW(adam_groups, lr=aux_lr, betas=betas, eps=cfg.eps,
                                        weight_decay=cfg.weight_decay))

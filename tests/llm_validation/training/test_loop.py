@@ -3,6 +3,7 @@ continuing bitwise on CPU."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
@@ -185,3 +186,26 @@ def test_token_shards_with_ids_beyond_the_vocabulary_are_refused(tmp_path):
     assert cfg.model.vocab_size == 256
     with pytest.raises(ValueError, match="vocab_size=256"):
         train(cfg, progress=False)
+
+
+def test_final_evaluation_on_a_larger_set_changes_only_the_closing_loss(tmp_path):
+    """final_eval_batches extends the closing evaluation's fixed set; the trajectory and the
+    periodic evaluations are those of the default run, and a final set equal to the periodic
+    one reproduces the default run's closing loss exactly."""
+    runs = {n: tmp_path / f"final{n}" for n in (0, 2, 6)}
+    for n, out in runs.items():
+        train(_cfg(out, final_eval_batches=n), progress=False)
+    rows = {n: read_metrics(out) for n, out in runs.items()}
+    train_rows = {n: [r for r in rs if r["kind"] == "train"] for n, rs in rows.items()}
+    closing = {n: [r for r in rs if r["kind"] == "eval"][0]["val_loss"] for n, rs in rows.items()}
+    assert train_rows[0] == train_rows[2] == train_rows[6]
+    assert closing[2] == closing[0]          # 2 = eval_batches: the same set
+    assert closing[6] != closing[0]          # six batches: a different (larger) sample
+    assert json.loads((runs[6] / "summary.json").read_text())["final_val_loss"] == closing[6]
+
+
+def test_final_eval_batches_is_refused_on_a_pipeline():
+    with pytest.raises(ValueError, match="final_eval_batches"):
+        TrainConfig(model=dataclasses.replace(MICRO, tied=False),
+                    run=RunConfig(pipeline="2bw", stages=2, microbatches=2,
+                                  final_eval_batches=16), delay=DelayConfig(tau=1))
