@@ -110,7 +110,7 @@ def _list(args: argparse.Namespace) -> int:
         bound = (f" (at most ~{s['estimated_process_s_max'] / 60:.0f})"
                  if "estimated_process_s_max" in s else "")
         print(f"stage {s['stage']}: ~{s['estimated_process_s'] / 60:.0f} process-min{bound}")
-    print(f"\n{totals['distinct_runs']} distinct claim runs at scale {plan.scale.name}, "
+    print(f"\n{totals['distinct_runs']} distinct runs (claims) at scale {plan.scale.name}, "
           f"{len(plan.seeds)} seed(s): ~{totals['estimated_process_s'] / 60:.0f} "
           f"process-minutes with the lr sweep, ~{totals['estimated_wall_s'] / 60:.0f} minutes "
           f"with --jobs {jobs} (cost model: {plan.cost_model.source})"
