@@ -195,7 +195,7 @@ _CLAIMS = (
                 "training; AdamW is sensitive to small weight decay.",
         arms=tuple(a for o in ("adamw", "muon") for a in (
             _at(o, "optim.weight_decay", 0.01, "wd=0.01", cond=_LONG, long=True),
-            _rung(o, "2bw", 4),
+            delayed(o, cond=_LONG, long=True, series=optimizer_label(o)),   # = the 4H rung
             _at(o, "optim.weight_decay", 1.0, "wd=1", cond=_LONG, long=True))),
         grid="AdamW, Muon x weight decay {0.01, 0.1, 1.0} at the ladder's long horizon (4x the "
              "base run: 800 steps at tiny, own full lr schedule); sync and 2bw",
