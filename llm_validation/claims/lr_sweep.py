@@ -71,15 +71,17 @@ class LrChoice:
     """The grid: lr = base * LR_RATIO ** k for k in exponents."""
     table: Mapping[int, Mapping[int, float]] = dataclasses.field(default_factory=dict)
     """k -> seed -> final validation loss (``inf``: diverged)."""
+    seeds: int = SWEEP_SEEDS
+    """Seeds per lr (1 under ``--quick``)."""
 
     def to_dict(self) -> dict[str, Any]:
         def num(x: float) -> float | str:
             return x if math.isfinite(x) else str(x)
         rows = [{"lr": grid_lrs(self.base, (k,))[0], "k": k,
                  "val_loss": {str(s): num(v) for s, v in sorted(self.table.get(k, {}).items())},
-                 "mean": num(score(self.table.get(k, {})))} for k in self.exponents]
+                 "mean": num(score(self.table.get(k, {}), self.seeds))} for k in self.exponents]
         return {"optimizer": self.optimizer, "base_lr": self.base, "lr": self.lr,
-                "source": self.source, "ratio": LR_RATIO, "grid": rows}
+                "source": self.source, "ratio": LR_RATIO, "seeds": self.seeds, "grid": rows}
 
 
 def grid_lrs(base: float, exponents: Sequence[int]) -> list[float]:
@@ -195,7 +197,7 @@ def run_lr_sweep(scale: Scale, optimizers: Sequence[str], runs_dir: str | Path,
             lr = grid_lrs(base, (best,))[0] if best is not None else base
             source = "sweep" if interior else ("edge" if best is not None else "default")
             out[o] = LrChoice(optimizer=o, base=base, lr=lr, exponents=ks, table=table,
-                              source=source)
+                              source=source, seeds=seeds)
         grids = grown
         if not grids:
             break
@@ -211,7 +213,7 @@ def tuned_scale(scale: Scale, choices: Mapping[str, LrChoice]) -> Scale:
 def write_sweep(out: str | Path, choices: Mapping[str, LrChoice], settings: Mapping[str, Any]
                 ) -> dict[str, Any]:
     """Write ``lr_sweep.json`` (settings and one table per optimizer); returns it."""
-    doc = {"settings": dict(settings), "ratio": LR_RATIO, "seeds": SWEEP_SEEDS,
+    doc = {"settings": dict(settings), "ratio": LR_RATIO,
            "max_widen": MAX_WIDEN, "optimizers": {o: c.to_dict() for o, c in choices.items()}}
     write_json(Path(out) / SWEEP_FILE, doc)
     return doc

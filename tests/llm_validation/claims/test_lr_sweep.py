@@ -64,6 +64,13 @@ def test_sweep_widens_until_interior_and_reuses_finished_runs(tmp_path):
     assert got.source == "sweep" and got.lr == pytest.approx(base * 8, rel=1e-5)
     assert got.exponents == (-1, 0, 1, 2, 3, 4)
     assert len(trained) == 6 * ls.SWEEP_SEEDS
+    rows = got.to_dict()["grid"]
+    assert [r["mean"] for r in rows] == pytest.approx([abs(k - 3) + 2.005 for k in range(-1, 5)],
+                                                      abs=1e-4)   # |log2(lr/best)| + 2 + mean seed/100
+    assert min(rows, key=lambda r: r["mean"])["lr"] == pytest.approx(got.lr, rel=1e-5)
+    one = ls.run_lr_sweep(scale, ["soap"], tmp_path / "one", _fake_trainer(
+        tmp_path / "one", base * 8, []), quick=True, seeds=1)["soap"]
+    assert all(isinstance(r["mean"], float) for r in one.to_dict()["grid"])   # 1 seed: finite
     again: list[str] = []
     ls.run_lr_sweep(scale, ["soap"], tmp_path, _fake_trainer(tmp_path, base * 8, again),
                     quick=True)
