@@ -206,6 +206,6 @@ def test_final_evaluation_on_a_larger_set_changes_only_the_closing_loss(tmp_path
 
 def test_final_eval_batches_is_refused_on_a_pipeline():
     with pytest.raises(ValueError, match="final_eval_batches"):
-        TrainConfig(model=dataclasses.replace(MICRO, tied=False),
+        TrainConfig(model=dataclasses.replace(MICRO, tied=False), data=DataConfig(seq_len=16),
                     run=RunConfig(pipeline="2bw", stages=2, microbatches=2,
                                   final_eval_batches=16), delay=DelayConfig(tau=1))
