@@ -5,9 +5,11 @@
   their estimated cost, and the totals over all claims (runs are shared).
 - ``reproduce --out DIR [--claims ID,...] [--scale tiny|small|smollm-135m] [--seeds N]
   [--jobs J] [--threads T] [--device cpu|cuda] [--quick] [--set [OPT:]SEC.FIELD=VALUE]
-  [--keep-checkpoints] [--quiet] [--json]``: trains what is missing into ``DIR/runs`` (resumable:
-  one run directory per distinct config, shared across claims, through the sweep runner), then
-  writes ``DIR/claims.md``, ``DIR/claims.json`` and ``DIR/figures/<id>.png``. A progress line per
+  [--max-seeds N] [--keep-checkpoints] [--quiet] [--json]``: runs the stages
+  (:mod:`llm_validation.claims.stages`: lr sweep -> the claims' runs -> extra seeds), training
+  what is missing into ``DIR/runs`` (resumable: one run directory per distinct config, shared
+  across claims and stages, through the sweep runner), then writes ``DIR/claims.md``,
+  ``DIR/claims.json``, ``DIR/lr_sweep.json`` and ``DIR/figures/<id>.png``. A progress line per
   finished run on stderr with an ETA weighted by the estimated cost left.
 
 ``--quick``: one seed (unless ``--seeds``) and half-length runs: a first look, every status
@@ -31,13 +33,22 @@ def _ids(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
+def _policy(args: argparse.Namespace):
+    from llm_validation.claims.sequential import SeedPolicy
+    if args.max_seeds < 3:
+        raise ValueError(f"--max-seeds {args.max_seeds}: must be >= 3 (the first look's seeds)")
+    return SeedPolicy(max_seeds=args.max_seeds)
+
+
 def _threads(args: argparse.Namespace) -> int:
     return args.threads or max(1, (os.cpu_count() or 1) // max(args.jobs, 1))
 
 
-def _plan(args: argparse.Namespace, *, measure: bool):
-    """The plan, its costs from the machine's calibration (cached in ``--out``; measured now
-    when ``measure`` and there is none, else the scale's constants)."""
+def _plan(args: argparse.Namespace, *, measure: bool, scale=None, claim_seeds=None,
+          cost_model=None):
+    """The plan (at ``scale``, default ``--scale``; ``claim_seeds``: the seeds policy's second
+    look), its costs from ``cost_model``, else the machine's calibration (cached in ``--out``;
+    measured now when ``measure`` and there is none), else the scale's constants."""
     from llm_validation.claims.calibration import load_or_calibrate
     from llm_validation.claims.plan import build_plan
     from llm_validation.claims.registry import get_claims
@@ -48,10 +59,13 @@ def _plan(args: argparse.Namespace, *, measure: bool):
     check_at_least("--threads", args.threads, 1)
     check_overrides("--set", args.set)
     n = args.seeds if args.seeds is not None else (1 if args.quick else 3)
-    claims, scale = get_claims(args.claims), get_scale(args.scale)
+    claims, scale = get_claims(args.claims), scale or get_scale(args.scale)
     overrides = tuple(args.set or ())
-    plan = build_plan(claims, scale, seeds=tuple(range(n)), quick=args.quick,
-                      device=args.device, overrides=overrides)
+    kw = dict(seeds=tuple(range(n)), quick=args.quick, device=args.device, overrides=overrides,
+              claim_seeds=claim_seeds)
+    if cost_model is not None:
+        return build_plan(claims, scale, cost_model=cost_model, **kw)
+    plan = build_plan(claims, scale, **kw)
     if not args.out or not plan.available():
         return plan
     optimizers = [r.cfg.optim.name for r in plan.available()]
@@ -60,26 +74,28 @@ def _plan(args: argparse.Namespace, *, measure: bool):
               f"{os.path.join(args.out, 'calibration.json')})", file=sys.stderr, flush=True)
     costs = load_or_calibrate(args.out, scale, optimizers, quick=args.quick, device=args.device,
                               overrides=overrides, threads=_threads(args), measure=measure)
-    if costs is None:
-        return plan
-    return build_plan(claims, scale, seeds=tuple(range(n)), quick=args.quick,
-                      device=args.device, overrides=overrides, cost_model=costs)
+    return plan if costs is None else build_plan(claims, scale, cost_model=costs, **kw)
 
 
 def _list(args: argparse.Namespace) -> int:
+    from llm_validation.claims.stages import stage_costs
+    policy = _policy(args)
     plan = _plan(args, measure=False)
     jobs = max(args.jobs, 1)
+    stages = stage_costs(plan.claims, plan.scale, plan, quick=plan.quick,
+                         overrides=plan.overrides, policy=policy)
     rows = [{**c.to_dict(), "runs_needed": len(plan.claim_runs(c.id)),
              "estimated_process_s": round(plan.cost(c.id), 1)} for c in plan.claims]
-    totals = {"distinct_runs": len(plan.runs), "estimated_process_s": round(plan.cost(), 1),
-              "estimated_wall_s": round(plan.cost() / jobs, 1), "jobs": jobs,
+    total = sum(s["estimated_process_s"] for s in stages)
+    totals = {"distinct_runs": len(plan.runs), "estimated_process_s": round(total, 1),
+              "estimated_wall_s": round(total / jobs, 1), "jobs": jobs,
               "unavailable_runs": len(plan.unavailable()),
               "cost_model": plan.cost_model.to_dict()}
     if args.json:
         sections = {sec: [c.id for c in plan.claims if c.section == sec]
                     for sec in ("paper", "theory")}
         print_json({"scale": plan.scale.name, "seeds": list(plan.seeds), "quick": plan.quick,
-                    "sections": sections, "claims": rows, **totals})
+                    "stages": stages, "sections": sections, "claims": rows, **totals})
         return 0
     for r in rows:
         print(f"{r['number']:2d}. {r['id']} ({r['figure']}): {r['runs_needed']} runs, "
@@ -90,11 +106,17 @@ def _list(args: argparse.Namespace) -> int:
             print(f"    {st['id']:>5} ({st['source']}): {st['quote']}")
         print(f"    grid:  {r['grid']}")
         print(f"    why:   {r['reason']}")
-    print(f"\n{totals['distinct_runs']} distinct runs at scale {plan.scale.name}, "
+    print()
+    for s in stages:
+        bound = (f" (at most ~{s['estimated_process_s_max'] / 60:.0f})"
+                 if "estimated_process_s_max" in s else "")
+        print(f"stage {s['stage']}: ~{s['estimated_process_s'] / 60:.0f} process-min{bound}")
+    print(f"\n{totals['distinct_runs']} distinct runs (claims) at scale {plan.scale.name}, "
           f"{len(plan.seeds)} seed(s): ~{totals['estimated_process_s'] / 60:.0f} "
-          f"process-minutes, ~{totals['estimated_wall_s'] / 60:.0f} minutes with --jobs {jobs} "
-          f"(cost model: {plan.cost_model.source})"
-          + (f"; {totals['unavailable_runs']} runs cannot be configured in this checkout"
+          f"process-minutes with the lr sweep, ~{totals['estimated_wall_s'] / 60:.0f} minutes "
+          f"with --jobs {jobs} (cost model: {plan.cost_model.source})"
+          + (f"; {totals['unavailable_runs']} runs not run (unavailable here, or long arms "
+             "under --quick)"
              if totals["unavailable_runs"] else ""))
     return 0
 
@@ -105,18 +127,46 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if not args.out:
         raise ValueError("--out DIR is required (or --list)")
     check_out_dir("--out", args.out)
+    policy = _policy(args)
     plan = _plan(args, measure=True)
     if plan.device == "cuda":
         import torch
         if not torch.cuda.is_available():
             raise ValueError("--device cuda: no CUDA device is available here")
-    from llm_validation.claims.ledger import RUNS_DIR, assemble, write_ledger
+    from llm_validation.claims.ledger import FIGURES_DIR, RUNS_DIR, assemble, write_ledger
     from llm_validation.claims.plan import execute
-    summary = execute(plan, os.path.join(args.out, RUNS_DIR), jobs=args.jobs,
-                      threads=_threads(args),
-                      progress=not args.quiet, keep_checkpoints=args.keep_checkpoints)
+    from llm_validation.claims.stages import LEVELS_WIRED, extension_seeds, lr_stage
+    threads = _threads(args)
+    runs_dir = os.path.join(args.out, RUNS_DIR)
+    errors: list[str] = []
+
+    def train(p):
+        s = execute(p, runs_dir, jobs=args.jobs, threads=threads, progress=not args.quiet,
+                    keep_checkpoints=args.keep_checkpoints)
+        errors.extend(s.errors)
+        return s
+
+    if not args.quiet:
+        print("[reproduce] stage 1/3: lr sweep", file=sys.stderr, flush=True)
+    scale, _ = lr_stage(plan.scale, plan.claims, args.out, quick=plan.quick, device=args.device,
+                        overrides=plan.overrides, train=train, runs_dir=RUNS_DIR,
+                        figures_dir=FIGURES_DIR, cost_model=plan.cost_model)
+    plan = _plan(args, measure=False, scale=scale, cost_model=plan.cost_model)
+    if not args.quiet:
+        print("[reproduce] stage 2/3: the claims' runs", file=sys.stderr, flush=True)
+    summary = train(plan)
     results = assemble(plan, args.out)
-    doc = write_ledger(plan, results, args.out, summary)
+    exts = [] if plan.quick else extension_seeds(results, policy, len(plan.seeds))
+    if LEVELS_WIRED and any(e.seeds for e in exts):
+        if not args.quiet:
+            print("[reproduce] stage 3/3: extra seeds", file=sys.stderr, flush=True)
+        plan = _plan(args, measure=False, scale=scale, cost_model=plan.cost_model,
+                     claim_seeds={e.claim_id: tuple(range(e.seeds)) for e in exts if e.seeds})
+        summary = train(plan)
+        results = assemble(plan, args.out)
+    doc = write_ledger(plan, results, args.out, summary,
+                       seeds_policy={**policy.to_dict(), "levels_wired": LEVELS_WIRED,
+                                     "extensions": [e.to_dict() for e in exts]})
     if args.json:
         print_json(doc)
     else:
@@ -128,9 +178,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
               f"{t['inconclusive']} inconclusive; "
               f"trained {summary.ran}, reused {summary.reused} runs; "
               f"ledger: {os.path.join(args.out, 'claims.md')}")
-    for e in summary.errors:
+    for e in errors:
         print(f"delaybound reproduce: run failed: {e}", file=sys.stderr)
-    return 1 if summary.errors else 0
+    return 1 if errors else 0
 
 
 def register(subparsers: Any) -> None:
@@ -151,6 +201,8 @@ def register(subparsers: Any) -> None:
     a("--quick", action="store_true", help="half-length runs, one seed: a first look")
     a("--set", action="append", metavar="[OPT:]SEC.FIELD=VALUE",
       help="override the base run of every claim (e.g. --set data.path=shards/)")
+    a("--max-seeds", type=int, default=8,
+      help="seeds policy: most seeds an undecided check's arms are run to (default 8)")
     a("--keep-checkpoints", action="store_true",
       help="keep the final checkpoint of every run (default: removed once the run finished)")
     a("--out", help="output folder (runs/, figures/, claims.md, claims.json)")

@@ -15,6 +15,7 @@ from typing import Callable
 from llm_validation.claims import analysis_delay as ad
 from llm_validation.claims import analysis_hparams as ah
 from llm_validation.claims.armtable import arm_table
+from llm_validation.claims.analysis_ladder import horizon_ladder
 from llm_validation.claims.claim import Claim
 from llm_validation.claims.data import ClaimData
 from llm_validation.claims.decisions import ClaimResult
@@ -40,6 +41,7 @@ ANALYSES: dict[str, Callable[[Claim, ClaimData], ClaimResult]] = {
     "alignment": ad.alignment,
     "grad-level-ef": ad.grad_level_ef,
     "sync-phases": ad.sync_phases,
+    "horizon-ladder": horizon_ladder,
 }
 
 

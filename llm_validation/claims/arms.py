@@ -72,6 +72,9 @@ class Arm:
     """Changes of ``DelayConfig`` as (``field``, value); empty for a synchronous arm."""
     series: str | None = None
     """Line label in a figure (default: optimizer and mode)."""
+    long: bool = False
+    """A long-horizon arm (the ladder's upper rungs, the claims run at its long horizon):
+    left out of ``--quick`` plans, whose budget it would exceed (its claim then says so)."""
 
     def __post_init__(self) -> None:
         for key, _ in self.cond:
@@ -105,7 +108,7 @@ class Arm:
     def partner(self) -> "Arm":
         """The synchronous arm of the same condition (itself when synchronous)."""
         return self if self.is_sync else Arm(optimizer=self.optimizer, tag=self.tag,
-                                              cond=self.cond)
+                                              cond=self.cond, long=self.long)
 
     def value(self, key: str) -> Any:
         """The change of ``section.field`` (``delay.x`` reads ``delay``), or None."""
@@ -120,18 +123,19 @@ class Arm:
         return "; ".join(parts)
 
 
-def sync(optimizer: str, cond: Mapping[str, Any] | None = None, tag: str = "") -> Arm:
+def sync(optimizer: str, cond: Mapping[str, Any] | None = None, tag: str = "",
+         long: bool = False) -> Arm:
     """The synchronous arm of ``optimizer`` at a condition."""
-    return Arm(optimizer=optimizer, tag=tag, cond=tuple((cond or {}).items()))
+    return Arm(optimizer=optimizer, tag=tag, cond=tuple((cond or {}).items()), long=long)
 
 
 def delayed(optimizer: str, mode: str = "2bw", cond: Mapping[str, Any] | None = None,
-            tag: str = "", series: str | None = None, **delay: Any) -> Arm:
+            tag: str = "", series: str | None = None, long: bool = False, **delay: Any) -> Arm:
     """A delayed arm (tau = 1 unless ``tau`` is given), e.g. ``delayed("muon", "2bw+ef",
     ef_lambda=1.0)``."""
     delay = {"tau": 1, **delay}
     return Arm(optimizer=optimizer, mode=mode, tag=tag, cond=tuple((cond or {}).items()),
-               delay=tuple(delay.items()), series=series)
+               delay=tuple(delay.items()), series=series, long=long)
 
 
 def _set(d: dict[str, Any], section: str, name: str, value: Any, arm: Arm) -> None:

@@ -18,7 +18,7 @@ __all__ = ["Claim", "Statement", "FigureSpec", "FIGURE_KINDS", "ID_PATTERN", "SE
 
 #: ``curves``: a metric over training per arm; ``bars``: the gap per arm, grouped by
 #: optimizer, annotated with its value; ``lines``: the gap against a swept value.
-FIGURE_KINDS = ("curves", "bars", "lines")
+FIGURE_KINDS = ("curves", "bars", "lines", "ladder")
 #: Claim ids: lower-case words joined by hyphens (stable; used on the command line).
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 #: ``paper``: a sentence of the paper; ``theory``: the project's own prediction (docs/theory.md).

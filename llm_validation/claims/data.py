@@ -32,7 +32,7 @@ class ClaimData:
 
     def __init__(self, claim: Claim, plan: Plan, runs_dir: str | Path) -> None:
         self.claim = claim
-        self.seeds = plan.seeds
+        self.seeds = plan.seeds_of(claim.id)
         self.quick = plan.quick
         self.runs_dir = Path(runs_dir)
         self._names: Mapping[tuple[str, int], str] = plan.index[claim.id]

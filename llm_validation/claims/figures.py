@@ -5,6 +5,7 @@
   final gap in the legend;
 - ``bars``: the sync-async gap per delayed arm, grouped by optimizer, mean with its 95% t
   interval, each bar annotated with its mean gap;
+- ``ladder``: gap and lag against the horizon, log-log (:mod:`llm_validation.claims.stage_figures`);
 - ``lines``: the gap against a swept value (``FigureSpec.x``), per-seed points and the mean with
   its 95% t interval per series; a ``reference`` arm is a horizontal band.
 
@@ -200,6 +201,10 @@ def draw(claim: Claim, d: ClaimData, res: ClaimResult, out_dir: str | Path) -> P
         cols = len(spec.metrics)
         fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
         _curves(axes, claim, d)
+    elif spec.kind == "ladder":
+        from llm_validation.claims.stage_figures import ladder_axes
+        fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.4))
+        ladder_axes(axes, claim, d)
     else:
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
         (_bars if spec.kind == "bars" else _lines)(ax, claim, d)

@@ -18,12 +18,13 @@ Both are rewritten whole on every invocation (atomic JSON via ``rundir.write_jso
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from llm_validation.claims.analysis import analyse
 from llm_validation.claims.data import ClaimData
 from llm_validation.claims.decisions import ClaimResult
 from llm_validation.claims.figures import draw
+from llm_validation.claims.lr_sweep import read_sweep
 from llm_validation.claims.markdown import counts, render_markdown, statement_counts
 from llm_validation.claims.plan import ExecutionSummary, Plan
 from llm_validation.claims.scales import LR_REASON
@@ -69,10 +70,48 @@ def _budget(plan: Plan, summary: ExecutionSummary | None) -> dict[str, Any]:
     return b
 
 
+def _stages(out: Path, seeds_policy: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The lr sweep's table (``lr_sweep.json``) and the seeds policy with its outcome."""
+    return {"lr_sweep": read_sweep(out), "seeds_policy": dict(seeds_policy or {})}
+
+
+def _stages_md(stages: Mapping[str, Any]) -> list[str]:
+    lines = ["## Stages", ""]
+    sweep = stages.get("lr_sweep")
+    if sweep:
+        lines += ["Learning rates (stage 1, `lr_sweep.json`; synchronous runs, mean final "
+                  "validation loss over seeds):", "",
+                  "| optimizer | lr used | source | grid: lr = mean val |", "|---|---|---|---|"]
+        for o, c in sweep["optimizers"].items():
+            grid = ", ".join(f"{r['lr']:.3g} = {r['mean']}" if isinstance(r["mean"], str)
+                             else f"{r['lr']:.3g} = {r['mean']:.4f}" for r in c["grid"])
+            lines.append(f"| {o} | {c['lr']:.4g} | {c['source']} | {grid or '-'} |")
+        lines += ["", f"![lr sweep]({FIGURES_DIR}/lr_sweep.png)", ""]
+    pol = stages.get("seeds_policy") or {}
+    if pol:
+        lines += [f"Seeds policy (stage 3): two looks, first {pol['first']} seeds, then up to "
+                  f"{pol['max_seeds']} for checks the measured spread says would be decided "
+                  f"(power {pol['power']:.0%}), alpha {pol['alpha']:g} split "
+                  f"{pol['level1']:.3f} / {pol['level2']:.3f}."
+                  + ("" if pol.get("levels_wired") else
+                     " **Not applied in this checkout**: the checks decide at 95% at both "
+                     "looks, which would not keep the error rate; only the needs are shown."),
+                  ""]
+        for e in pol.get("extensions", []):
+            needs = "; ".join(f"{k}: {'more than 1000 / on the boundary' if v is None else v}"
+                              for k, v in e["needs"].items())
+            lines.append(f"- `{e['claim']}`: " + (f"run to {e['seeds']} seeds; "
+                                                 if e["seeds"] else "") + f"needs {needs or '-'}")
+        lines.append("")
+    return lines
+
+
 def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
-                 summary: ExecutionSummary | None = None) -> dict[str, Any]:
+                 summary: ExecutionSummary | None = None,
+                 seeds_policy: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Write ``claims.json`` and ``claims.md`` under ``out``; returns the JSON object."""
     out = Path(out)
+    stages = _stages(out, seeds_policy)
     claims = []
     for claim, res in zip(plan.claims, results):
         claims.append({**claim.to_dict(), "runs_needed": len(plan.claim_runs(claim.id)),
@@ -84,7 +123,8 @@ def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
            "counts": counts(results, plan.claims),
            "statement_counts": {sec: statement_counts(results, sec) for sec in (PAPER, THEORY)},
            "theory_claims": [c.id for c in plan.claims if c.section == THEORY],
-           "claims": claims, "runs": run_table(datas)}
+           "claims": claims, "runs": run_table(datas), "stages": stages}
     write_json(out / "claims.json", doc)
-    (out / "claims.md").write_text(render_markdown(plan, results, summary))
+    md = render_markdown(plan, results, summary)
+    (out / "claims.md").write_text(md + "\n" + "\n".join(_stages_md(stages)))
     return doc

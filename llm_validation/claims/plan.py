@@ -7,8 +7,9 @@ name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the w
 except ``out_dir``/``resume``, and except the fields of
 :data:`~llm_validation.config.DIGEST_LEGACY` while they hold the value the older runs had), so
 two configs never share a directory and the same config always finds its directory again. An arm
-that this checkout cannot configure (a config field or optimizer not there yet) becomes an
-*unavailable* run with the reason; the claims that need it come out inconclusive, saying why.
+that this checkout cannot configure (a config field or optimizer not there yet), and a
+long-horizon arm (``Arm.long``) of a ``--quick`` plan, becomes an *unavailable* run with the
+reason; the claims that need it come out inconclusive, saying why.
 
 :func:`execute` trains what is missing through :func:`llm_validation.sweep.runner.run_sweep`
 (resumable: finished runs are skipped, interrupted ones resumed; ``index.json`` next to the
@@ -44,7 +45,10 @@ from llm_validation.rundir import RunPaths
 from llm_validation.sweep.grid import SweepPoint, point_name
 from llm_validation.validation.runs import is_complete
 
-__all__ = ["PlannedRun", "Plan", "build_plan", "execute", "run_name", "ExecutionSummary"]
+#: Why a long-horizon arm has no run in a ``--quick`` plan.
+QUICK_SKIP = "a long-horizon arm, not run under --quick (its cost would exceed the quick budget)"
+
+__all__ = ["QUICK_SKIP", "config_plan", "PlannedRun", "Plan", "build_plan", "execute", "run_name", "ExecutionSummary"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +100,12 @@ class Plan:
     """How the runs' ``cost_s`` were estimated (calibrated here, or the scale's constants)."""
     index: Mapping[str, Mapping[tuple[str, int], str]] = field(repr=False)
     """claim id -> (arm key, seed) -> run name."""
+    claim_seeds: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """claim id -> its own seeds where they differ from ``seeds`` (the second look)."""
+
+    def seeds_of(self, claim_id: str) -> tuple[int, ...]:
+        """The seeds of one claim."""
+        return self.claim_seeds.get(claim_id, self.seeds)
 
     def run(self, name: str) -> PlannedRun:
         return self._by_name[name]
@@ -124,9 +134,12 @@ class Plan:
 
 def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                quick: bool = False, device: str | None = None,
-               overrides: Sequence[str] = (), cost_model: CostModel | None = None) -> Plan:
+               overrides: Sequence[str] = (), cost_model: CostModel | None = None,
+               claim_seeds: Mapping[str, Sequence[int]] | None = None) -> Plan:
     """Resolve every arm (and partner) of ``claims`` for every seed (see the module docstring;
-    ``cost_model``: the machine's calibration, else the scale's constants)."""
+    ``cost_model``: the machine's calibration, else the scale's constants; ``claim_seeds``:
+    claim id -> its own seeds, the seeds policy's second look, else ``seeds``)."""
+    own = {k: tuple(v) for k, v in (claim_seeds or {}).items()}
     costs = cost_model or constant_model(scale, OPTIMIZERS)
     if not claims:
         raise ValueError("build_plan: no claims selected")
@@ -148,10 +161,12 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                     bases[arm.optimizer] = Unavailable(
                         f"optimizer {arm.optimizer!r} cannot be configured here: {exc}")
             base = bases[arm.optimizer]
-            for seed in seeds:
+            for seed in own.get(claim.id, seeds):
                 cfg, why = None, ""
                 if isinstance(base, Unavailable):
                     why = str(base)
+                elif quick and arm.long:
+                    why = QUICK_SKIP
                 else:
                     if base_batch is None:
                         base_batch = base.run.batch_size
@@ -174,7 +189,21 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                                             unavailable=prev.unavailable)
     return Plan(scale=scale, seeds=seeds, quick=quick,
                 device=device or scale.device, overrides=tuple(overrides),
-                claims=tuple(claims), runs=tuple(runs.values()), cost_model=costs, index=index)
+                claims=tuple(claims), runs=tuple(runs.values()), cost_model=costs, index=index,
+                claim_seeds=own)
+
+
+def config_plan(scale: Scale, configs: Sequence[tuple[str, TrainConfig]], *, quick: bool,
+                device: str | None, overrides: Sequence[str] = (),
+                cost_model: CostModel | None = None) -> Plan:
+    """A plan of named configs outside any claim (the lr sweep's runs), for :func:`execute`."""
+    costs = cost_model or constant_model(scale, OPTIMIZERS)
+    base_batch = base_config(scale, "adamw", quick=quick).run.batch_size
+    runs = {n: PlannedRun(name=n, cfg=c, seed=c.run.seed, uses=(),
+                          cost_s=costs.run_cost(c, base_batch)) for n, c in configs}
+    return Plan(scale=scale, seeds=tuple(sorted({c.run.seed for _, c in configs})) or (0,),
+                quick=quick, device=device or scale.device, overrides=tuple(overrides),
+                claims=(), runs=tuple(runs.values()), cost_model=costs, index={})
 
 
 def _with_seed(cfg: TrainConfig, seed: int):

@@ -6,8 +6,14 @@ a claim passes). Shared choices, each with its reason:
 - **Optimizers.** The base block {sync, 2BW, 2BW+EF (lam = 1)} runs for AdamW, Muon, NorMuon and
   SOAP (the paper's main comparison); claims about "robust optimizers" use Muon alone where the
   budget allows one optimizer (said in the claim's reason).
-- **Synchronous phases** (``sync_start``, ``sync_cooldown``): 20% of the run (the paper's phase
-  lengths are not in the brief; 20% covers the fast initial loss drop of a tiny run).
+- **Synchronous phases** (``sync_start``, ``sync_cooldown``): 5% of the run, "a few percent" as
+  in the paper (the earlier 20% was far longer than the paper's phases; issue 16).
+- **Learning rates**: each optimizer's peak lr is the ledger's lr-sweep stage's choice at the
+  scale (:mod:`llm_validation.claims.lr_sweep`); ``Times`` on ``optim.lr`` multiplies it.
+- **Horizons**: the ladder claim (``horizon-ladder``) runs AdamW and Muon at :data:`LADDER`
+  multiples of the base run, each with its own full lr schedule; the weight-decay and
+  gradient-level-EF claims run at its long horizon :data:`LONG` (their effects need
+  more than 200 steps: weights shrink < 1% at wd 0.1 in 200 steps).
 - **Seeds**: 3 (``--seeds``), the fewest a verdict accepts (``validation.verdict.MIN_SEEDS``).
 
 The gap of a delayed arm is its final validation loss minus its synchronous partner's, same
@@ -23,12 +29,23 @@ from llm_validation.claims.claim import Claim, FigureSpec
 from llm_validation.claims.statements import STATEMENTS
 from llm_validation.config import optimizer_label, pipedream_taus
 
-__all__ = ["CLAIMS", "claim_ids", "get_claims", "ALL4", "SYNC_PHASE", "DCASGD_COEFS"]
+__all__ = ["CLAIMS", "claim_ids", "get_claims", "ALL4", "SYNC_PHASE", "DCASGD_COEFS", "LADDER",
+           "LONG", "LADDER_OPTIMIZERS", "ladder_key"]
 
 #: The paper's main optimizers.
 ALL4 = ("adamw", "muon", "normuon", "soap")
-#: Length of a synchronous start or cooldown phase.
-SYNC_PHASE = OfSteps(0.2)
+#: Length of a synchronous start or cooldown phase (and of the warmup arm): a few percent of
+#: the run, as in the paper.
+SYNC_PHASE = OfSteps(0.05)
+#: Horizons of the ladder as multiples of the base run (H, 2H, 4H, 8H: 200 to 1600 steps at
+#: tiny); rungs above 2H are long arms (left out of --quick).
+LADDER = (1, 2, 4, 8)
+#: The long horizon of the weight-decay and gradient-level-EF claims: the ladder's 4H rung
+#: (800 steps at tiny). The top rung (8H) would add ~110 process-minutes (~55 minutes of
+#: wall time with --jobs 2) and push the tiny ledger past its 4-hour budget.
+LONG = Times(4.0)
+#: The ladder's optimizers (NorMuon and SOAP would add ~80 process-minutes each at tiny).
+LADDER_OPTIMIZERS = ("adamw", "muon")
 #: DC-ASGD coefficients (reason in the claim ``dcasgd``).
 DCASGD_COEFS = (1e3, 1e5)
 
@@ -48,15 +65,34 @@ def _start(o: str):
     return delayed(o, "2bw+sync-start", sync_start=SYNC_PHASE)
 
 
-def _at(o: str, field: str, value, tag: str, series: bool = True):
-    return delayed(o, cond={field: value}, tag=tag,
+def _at(o: str, field: str, value, tag: str, series: bool = True, cond=None, long=False):
+    return delayed(o, cond={**(cond or {}), field: value}, tag=tag, long=long,
                    series=optimizer_label(o) if series else None)
 
 
+def ladder_key(o: str, mode: str, factor: int) -> str:
+    """The arm key of a ladder rung (``muon/2bw+ef/steps=4x``; the base rung has no tag)."""
+    return "/".join(p for p in (o, mode, f"steps={factor}x" if factor != 1 else "") if p)
+
+
+def _rung(o: str, mode: str, factor: int):
+    cond = {"run.steps": Times(float(factor))} if factor != 1 else None
+    tag = f"steps={factor}x" if factor != 1 else ""
+    kw = dict(cond=cond, tag=tag, series=f"{optimizer_label(o)} {mode}", long=factor > 2)
+    return _ef(o, **kw) if mode == "2bw+ef" else delayed(o, **kw)
+
+
+_LONG = {"run.steps": LONG}
+#: The divergence test's condition: the long horizon at a constant lr (a decaying lr hides a
+#: slow divergence: the paper's runs diverge late, at full lr).
+_LONG_CONST = {"run.steps": LONG, "optim.schedule": "constant"}
+
 #: Muon's batch x lr cells beside the base one (claims 6 and 12 train them): claim 1b's grid.
 _BATCH_LR_CELLS = (_at("muon", "optim.lr", Times(0.5), "lr=0.5x"),
-                   _at("muon", "run.batch_size", Times(0.5), "bs=0.5x"),
-                   _at("muon", "run.batch_size", Times(2.0), "bs=2x"))
+                   _at("muon", "run.batch_size", Times(0.5), "bs=0.5x",
+                       cond={"run.steps": Times(2.0)}),
+                   _at("muon", "run.batch_size", Times(2.0), "bs=2x",
+                       cond={"run.steps": Times(0.5)}))
 
 _CLAIMS = (
     Claim(
@@ -69,9 +105,9 @@ _CLAIMS = (
         grid="AdamW {sync, 2bw, 2bw+sync-start}, Muon {sync, 2bw} at their tuned lrs; for 1b "
              "Muon's batch x lr cells {(1x, 1x), (0.5x lr), (0.5x batch), (2x batch)}",
         reason="The paper's Fig. 3 setting at the tuned lr of each optimizer; the synchronous "
-               "start is 20% of the run (the base block is shared with claims 2 and 15). "
-               "Statement 1b's grid is the cells claims 6 and 12 train for Muon (no extra run; "
-               "a full 3x3 batch x lr grid would cost 4x: the budget).",
+               "start is 5% of the run, a few percent as in the paper (the base block is shared "
+               "with claims 2 and 15). Statement 1b's grid is the cells claims 6 and 12 train "
+               "for Muon (no extra run; a full 3x3 batch x lr grid would cost 4x: the budget).",
         theory="LMO steps are bounded (<= 2 eta; docs/theory.md trend 7): Muon degrades less than "
                "AdamW under the same delay",
         plot=FigureSpec(kind="curves", title="Validation loss, sync vs one-step delay",
@@ -84,7 +120,7 @@ _CLAIMS = (
         arms=tuple(a for o in ALL4 for a in (delayed(o), _ef(o), _start(o))),
         grid="AdamW, Muon, NorMuon, SOAP x {sync, 2bw, 2bw+ef (lam=1), 2bw+sync-start}",
         reason="The paper's Fig. 2 optimizers at their tuned lrs; lam = 1 is the paper's "
-               "default; the synchronous start is 20% of the run.",
+               "default; the synchronous start is 5% of the run (a few percent, as in the paper).",
         theory="docs/theory.md result 5: EF (lam = 1) helps iff consecutive updates are aligned "
                "(l2: cosine > 1/2), so the predicted sign of the EF gain per optimizer is the "
                "sign of (mean cos of consecutive updates - 1/2)",
@@ -140,10 +176,14 @@ _CLAIMS = (
         wording="Lower peak lr mildly reduces the gap for robust optimizers; large lr badly "
                 "hurts delayed AdamW.",
         arms=(_at("muon", "optim.lr", Times(0.5), "lr=0.5x"), delayed("muon", series="Muon"),
-              delayed("adamw", series="AdamW"), _at("adamw", "optim.lr", Times(2.0), "lr=2x")),
-        grid="Muon lr {0.5x, 1x}, AdamW lr {1x, 2x} of the tuned lr; sync and 2bw",
-        reason="One step each way from the tuned lr, in the direction each half of the claim "
-               "is about; Muon stands for the robust optimizers: the budget.",
+              delayed("adamw", series="AdamW"), _at("adamw", "optim.lr", Times(2.0), "lr=2x"),
+              _at("adamw", "optim.lr", Times(4.0), "lr=4x"),
+              _at("adamw", "optim.lr", Times(8.0), "lr=8x")),
+        grid="Muon lr {0.5x, 1x}, AdamW lr {1x, 2x, 4x, 8x} of the swept lr; sync and 2bw",
+        reason="One step down from the swept lr for Muon (the robust optimizers' half; Muon "
+               "alone: the budget); AdamW up to 8x, the paper's 'large lr' (2x was too small "
+               "to show it: issue 16), decided at 4x, the largest at which the synchronous "
+               "runs still train at tiny.",
         theory="PL gap law: gap ~ eta^2 (d gap / d eta > 0): half the lr, a quarter of the gap; "
                "twice the lr, four times",
         plot=FigureSpec(kind="lines", title="Gap vs peak learning rate", x="optim.lr",
@@ -154,11 +194,16 @@ _CLAIMS = (
         wording="Moderate weight decay has little effect; extreme values worsen delayed "
                 "training; AdamW is sensitive to small weight decay.",
         arms=tuple(a for o in ("adamw", "muon") for a in (
-            _at(o, "optim.weight_decay", 0.01, "wd=0.01"), delayed(o, series=optimizer_label(o)),
-            _at(o, "optim.weight_decay", 1.0, "wd=1"))),
-        grid="AdamW, Muon x weight decay {0.01, 0.1, 1.0}; sync and 2bw",
+            _at(o, "optim.weight_decay", 0.01, "wd=0.01", cond=_LONG, long=True),
+            delayed(o, cond=_LONG, long=True, series=optimizer_label(o)),   # = the 4H rung
+            _at(o, "optim.weight_decay", 1.0, "wd=1", cond=_LONG, long=True))),
+        grid="AdamW, Muon x weight decay {0.01, 0.1, 1.0} at the ladder's long horizon (4x the "
+             "base run: 800 steps at tiny, own full lr schedule); sync and 2bw",
         reason="0.1 is the base (moderate), 0.01 small, 1.0 extreme (lr x wd = 1e-2 per step "
-               "for Muon: the weights shrink ~2x in 70 steps).",
+               "for Muon: the weights shrink ~2x in 70 steps). At the long horizon because at "
+               "200 steps weight decay is inert (weights shrink < 1% at wd 0.1); the wd 0.1 "
+               "runs are the ladder's 4H rung (shared). 4H, not the top rung 8H: 8H would "
+               "push the tiny ledger past its 4-hour budget.",
         theory=None,
         plot=FigureSpec(kind="lines", title="Gap vs weight decay", x="optim.weight_decay",
                         xlabel="weight decay (decoupled, per unit lr)", logx=True)),
@@ -167,10 +212,11 @@ _CLAIMS = (
         statements=STATEMENTS["warmup"],
         wording="Longer lr warmup mildly reduces the gap, most for AdamW.",
         arms=tuple(a for o in ("adamw", "muon") for a in (
-            delayed(o), delayed(o, cond={"optim.warmup_steps": OfSteps(0.2)},
-                                tag="warmup=20%"))),
-        grid="AdamW, Muon x warmup {0, 20% of the run}; sync and 2bw",
-        reason="No warmup is the base; 20% is a long warmup at this horizon (one extra value: "
+            delayed(o), delayed(o, cond={"optim.warmup_steps": SYNC_PHASE},
+                                tag="warmup=5%"))),
+        grid="AdamW, Muon x warmup {0, 5% of the run}; sync and 2bw",
+        reason="No warmup is the base; 5% is a warmup of a few percent as in the paper (the "
+               "earlier 20% was far longer than the paper's; one extra value: "
                "the budget).",
         theory="docs/theory.md trend 2: delay leaves early training alone and raises the floor, so "
                "changing only early lrs should leave the final gap unchanged",
@@ -217,13 +263,17 @@ _CLAIMS = (
         id="batch-size", number=12, figure="Fig. 13",
         statements=STATEMENTS["batch-size"],
         wording="Smaller batches shrink the gap, larger ones grow it (batch x lr grid).",
-        arms=(_at("muon", "run.batch_size", Times(0.5), "bs=0.5x"),
+        arms=(_at("muon", "run.batch_size", Times(0.5), "bs=0.5x",
+                  cond={"run.steps": Times(2.0)}),
               delayed("muon", series="Muon"),
-              _at("muon", "run.batch_size", Times(2.0), "bs=2x")),
-        grid="Muon x batch {0.5x, 1x, 2x} of the base (8, 16, 32 sequences at tiny) at the "
-             "tuned lr; sync and 2bw",
-        reason="Half and twice the base batch at a fixed lr; the lr axis of the paper's grid is "
-               "claim 6's (Muon, 0.5x lr): a full 3x3 grid would cost 4x: the budget.",
+              _at("muon", "run.batch_size", Times(2.0), "bs=2x",
+                  cond={"run.steps": Times(0.5)})),
+        grid="Muon x batch {0.5x, 1x, 2x} of the base (8, 16, 32 sequences at tiny) at a fixed "
+             "token budget (400, 200, 100 steps) and the swept lr; sync and 2bw",
+        reason="Half and twice the base batch at a fixed lr and a fixed token budget, as the "
+               "paper's runs hold the tokens fixed (the earlier arms held the steps fixed); the "
+               "lr axis of the paper's grid is claim 6's (Muon, 0.5x lr): a full 3x3 grid "
+               "would cost 4x: the budget.",
         theory="docs/theory.md trend 4: gradient noise (small batches) hides the delay term, larger "
                "batches expose it",
         plot=FigureSpec(kind="lines", title="Gap vs batch size", x="run.batch_size",
@@ -277,9 +327,16 @@ _CLAIMS = (
         statements=STATEMENTS["grad-level-ef"],
         wording="Gradient-level EF diverges where update-level EF works.",
         arms=tuple(a for o in ("adamw", "muon") for a in (
-            _ef(o), delayed(o, "2bw+grad-ef", ef_lambda=1.0, ef_level="grad"))),
-        grid="AdamW, Muon x {update-level, gradient-level} EF, lam = 1",
-        reason="lam = 1, the paper's setting, for the two optimizers of the headline.",
+            _ef(o, cond=_LONG_CONST, long=True),
+            delayed(o, "2bw+grad-ef", cond=_LONG_CONST, long=True, ef_lambda=1.0,
+                    ef_level="grad"))),
+        grid="AdamW, Muon x {update-level, gradient-level} EF, lam = 1, at the ladder's long "
+             "horizon (4x the base run: 800 steps at tiny) with a constant lr",
+        reason="lam = 1, the paper's setting, for the two optimizers of the headline; the "
+               "paper's gradient-level EF diverges over long runs, which 200 steps with an lr "
+               "decaying to 0.1x cannot show: hence the long horizon at a constant lr. Next to "
+               "diverged / not diverged the graded outcome is the paired difference of final "
+               "validation losses, gradient-level minus update-level. 4H, not 8H: the budget.",
         theory=None,
         plot=FigureSpec(kind="curves", title="Update-level vs gradient-level EF",
                         metrics=("loss",), ylabels=("training loss (nats/byte)",),
@@ -291,7 +348,7 @@ _CLAIMS = (
                 "synchronous start (first steps without delay): their effect on the final gap.",
         arms=tuple(a for o in ("adamw", "muon") for a in (
             delayed(o), _start(o), delayed(o, "2bw+sync-cooldown", sync_cooldown=SYNC_PHASE))),
-        grid="AdamW, Muon x {2bw, 2bw+sync-start, 2bw+sync-cooldown} (20% phases)",
+        grid="AdamW, Muon x {2bw, 2bw+sync-start, 2bw+sync-cooldown} (5% phases)",
         reason="The paper reports both ablations without a direction in the brief; the "
                "directions decided are docs/theory.md trend 2's.",
         theory="docs/theory.md trend 2: delay leaves early training alone and raises the loss "
@@ -300,7 +357,26 @@ _CLAIMS = (
         plot=FigureSpec(kind="bars", title="Synchronous start vs synchronous cooldown")),
 )
 
+_LADDER_CLAIM = Claim(
+    id="horizon-ladder", number=18, figure="Fig. 5 (ladder)",
+    statements=STATEMENTS["horizon-ladder"],
+    wording="The gap does not grow with the training horizon, measured over four doublings; "
+            "and is the gap here lost early progress (lag-like: it shrinks as the horizon "
+            "grows) or a floor (it stays)?",
+    arms=tuple(_rung(o, m, f) for o in LADDER_OPTIMIZERS for m in ("2bw", "2bw+ef")
+               for f in LADDER),
+    grid="AdamW, Muon x {sync, 2bw, 2bw+ef} x horizon {1, 2, 4, 8} x the base run (200, 400, "
+         "800, 1600 steps at tiny), each with its own full lr schedule",
+    reason="Four doublings reach 1600 steps (1.6 tokens per parameter at tiny, still far from "
+           "the paper's 20+); AdamW and Muon only (NorMuon and SOAP would add ~80 "
+           "process-minutes each: the budget). The base rung is the base block of claims 1-2 "
+           "(shared); --quick runs the first two rungs.",
+    theory="PL floor (theory pl_delay_gap) is a limsup: once the loss is near its floor the "
+           "gap tends to a constant (floor-like); far from it the delay costs steps (lag-like)",
+    plot=FigureSpec(kind="ladder", title="Gap and lag vs training horizon"))
+
 #: The claims by id, in the paper's order.
+_CLAIMS = _CLAIMS + (_LADDER_CLAIM,)
 CLAIMS = {c.id: c for c in _CLAIMS}
 
 

@@ -16,8 +16,9 @@ Scales:
 
 The per-optimizer learning rates are each optimizer's tuned lr at the tiny scale (the demo's
 :data:`~llm_validation.sweep.grid.BASE_OPTIM` for AdamW and Muon; NorMuon takes Muon's, SOAP
-AdamW's: the reason is in :data:`LR_REASON`). They were not re-tuned for ``small`` and
-``smollm-135m``: tune with ``delaybound sweep`` there and pass ``--set OPT:optim.lr=...``.
+AdamW's: the reason is in :data:`LR_REASON`). They are the centres of the ledger's lr sweep
+(:mod:`llm_validation.claims.lr_sweep`), which tunes them at every scale (``--set
+OPT:optim.lr=...`` skips the sweep for an optimizer).
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from typing import Mapping, Sequence
 from llm_validation.config import TrainConfig
 from llm_validation.sweep.grid import BASE_OPTIM, apply_overrides, default_base
 
-__all__ = ["Scale", "SCALES", "LR_REASON", "OPT_COST", "base_config", "get_scale"]
+__all__ = ["Scale", "SCALES", "LR_REASON", "OPT_COST", "base_config", "get_scale",
+           "FINAL_EVAL_BATCHES", "NS_DTYPE"]
+
+#: Batches of the closing evaluation of every ledger run (docs/performance.md: a larger fixed
+#: set lowers the sampling noise of the final loss every gap reads, for ~4 evaluations' cost).
+FINAL_EVAL_BATCHES = 32
+#: Newton-Schulz dtype of the Muon family: float32 where the device has no fast bfloat16, the
+#: libraries' bfloat16 elsewhere (docs/performance.md: Muon 1.4-1.5x faster on AVX2 CPUs).
+NS_DTYPE = "auto"
 
 #: Why each optimizer's lr is what it is (shown in docs/reproduce.md and ``--list``).
 LR_REASON = ("AdamW 1e-3 and Muon 1e-2 are the demo's tuned tiny-model lrs (BASE_OPTIM: each "
@@ -99,13 +108,13 @@ SCALES: Mapping[str, Scale] = {
     # ~20x the tiny model's FLOPs per step (10x parameters, 2x tokens); an estimate.
     "small": Scale(name="small", model="small", steps=400, quick_steps=200, lrs=_TINY_LRS,
                    sec_per_step=2.5, seq_len=128,
-                   notes=("small model (~10M parameters), CPU; lrs not re-tuned",)),
+                   notes=("small model (~10M parameters), CPU; lrs swept at the scale (stage 1)",)),
     # H100 bfloat16 estimate (6 N T FLOPs at ~30% MFU plus statistics); not measured here.
     "smollm-135m": Scale(name="smollm-135m", model="smollm-135m", steps=2000, quick_steps=500,
                          lrs=_TINY_LRS, sec_per_step=0.12, device="cuda", batch_size=32,
                          seq_len=512, dtype="bfloat16", eval_interval=200, stats_interval=50,
                          checkpoint_interval=500,
-                         notes=("SmolLM-135M shapes on one GPU in bfloat16; lrs not re-tuned",)),
+                         notes=("SmolLM-135M shapes on one GPU in bfloat16; lrs swept at the scale (stage 1)",)),
 }
 
 
@@ -126,9 +135,10 @@ def base_config(scale: Scale, optimizer: str, *, quick: bool = False, device: st
     steps = scale.quick_steps if quick else scale.steps
     src = optimizer if optimizer in BASE_OPTIM else "adamw"
     d = default_base(src, steps=steps, model=scale.model).to_dict()
-    d["optim"].update(name=optimizer, lr=float(scale.lrs[optimizer]))
+    d["optim"].update(name=optimizer, lr=float(scale.lrs[optimizer]), ns_dtype=NS_DTYPE)
     run = d["run"]
     run.update(momentum_error_interval=0, checkpoint_interval=scale.checkpoint_interval,
+               final_eval_batches=FINAL_EVAL_BATCHES,
                device=device or scale.device, out_dir="runs/claims")
     for key, value in (("batch_size", scale.batch_size), ("dtype", scale.dtype),
                        ("eval_interval", scale.eval_interval),

@@ -20,11 +20,11 @@ def test_list_json_has_all_claims(capsys):
     assert main(["reproduce", "--list", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     ids = [c["id"] for c in d["claims"]]
-    assert len(ids) == 17 == len(set(ids))
+    assert len(ids) == 18 == len(set(ids)) and ids[-1] == "horizon-ladder"
     assert all(c["runs_needed"] > 0 and c["estimated_process_s"] > 0 and c["reason"]
                for c in d["claims"])
     assert d["distinct_runs"] < sum(c["runs_needed"] for c in d["claims"])
-    assert d["sections"]["theory"] == ["sync-phases"] and len(d["sections"]["paper"]) == 16
+    assert d["sections"]["theory"] == ["sync-phases"] and len(d["sections"]["paper"]) == 17
     for c in d["claims"]:
         paper = [s for s in c["statements"] if s["section"] == "paper"]
         assert all(s["quote"] and s["source"] and s["decision"] for s in paper), c["id"]
@@ -32,6 +32,13 @@ def test_list_json_has_all_claims(capsys):
     first = d["claims"][0]["statements"]
     assert [s["id"] for s in first] == ["1a", "1b", "T1"] and "appendix" in first[1]["source"]
     assert d["cost_model"]["source"] == "constants"      # no calibration without --out
+    stages = {s["stage"]: s for s in d["stages"]}
+    assert list(stages) == ["lr-sweep", "claims", "extra-seeds"]
+    assert stages["lr-sweep"]["estimated_process_s"] > 0 and stages["lr-sweep"]["seeds"] >= 2
+    assert stages["extra-seeds"]["policy"]["max_seeds"] == 8
+    assert stages["extra-seeds"]["estimated_process_s_max"] > 0
+    assert d["estimated_process_s"] == pytest.approx(sum(s["estimated_process_s"]
+                                                         for s in d["stages"]), abs=0.5)
     assert main(["reproduce", "--list", "--claims", "dcasgd"]) == 0
     out = capsys.readouterr().out
     assert "13. dcasgd (Fig. 14)" in out and "distinct runs" in out
@@ -54,7 +61,13 @@ def test_quick_end_to_end_then_nothing_to_run(tmp_path, capsys):
             "--out", str(tmp_path), "--json", *MICRO]
     assert main(args) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["budget"]["ran"] == 4 and doc["budget"]["reused"] == 0
+    # stage 1 trained the lr sweep (its run at the chosen lr may be the claim's own sync run)
+    assert doc["budget"]["ran"] + doc["budget"]["reused"] == 4
+    sweep = json.loads((tmp_path / "lr_sweep.json").read_text())
+    assert sweep["optimizers"]["muon"]["source"] in ("sweep", "edge")
+    assert (tmp_path / "figures" / "lr_sweep.png").is_file()
+    assert doc["stages"]["lr_sweep"]["optimizers"]["muon"]["lr"] == \
+        sweep["optimizers"]["muon"]["lr"]
     claim = doc["claims"][0]
     assert claim["id"] == "dcasgd" and claim["result"]["status"] == "inconclusive"
     assert "only 1 seed" in claim["result"]["reason"]

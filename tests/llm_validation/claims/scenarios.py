@@ -41,8 +41,8 @@ SCENARIOS = {
         {"muon/pipedream P=2": 0.3, "muon/pipedream P=3": 0.2, "muon/pipedream P=4": 0.05,
          "muon/2bw": 0.1}, {}),
     "learning-rate": (
-        {"muon/2bw": 0.1, "muon/2bw/lr=0.5x": 0.04, "adamw/2bw": 0.3, "adamw/2bw/lr=2x": 0.6},
-        {"muon/2bw": 0.1, "muon/2bw/lr=0.5x": 0.2, "adamw/2bw": 0.3, "adamw/2bw/lr=2x": 0.1},
+        {"muon/2bw": 0.1, "muon/2bw/lr=0.5x": 0.04, "adamw/2bw": 0.3, "adamw/2bw/lr=4x": 0.6},
+        {"muon/2bw": 0.1, "muon/2bw/lr=0.5x": 0.2, "adamw/2bw": 0.3, "adamw/2bw/lr=4x": 0.1},
         {}),
     "weight-decay": (
         {"muon/2bw": 0.1, "muon/2bw/wd=0.01": 0.1, "muon/2bw/wd=1": 0.3, "adamw/2bw": 0.3,
@@ -50,10 +50,10 @@ SCENARIOS = {
         {"muon/2bw": 0.1, "muon/2bw/wd=0.01": 0.3, "muon/2bw/wd=1": 0.3, "adamw/2bw": 0.3,
          "adamw/2bw/wd=0.01": 0.5, "adamw/2bw/wd=1": 0.5}, {}),
     "warmup": (
-        {"adamw/2bw": 0.3, "adamw/2bw/warmup=20%": 0.2, "muon/2bw": 0.1,
-         "muon/2bw/warmup=20%": 0.08},
-        {"adamw/2bw": 0.3, "adamw/2bw/warmup=20%": 0.4, "muon/2bw": 0.1,
-         "muon/2bw/warmup=20%": 0.15}, {}),
+        {"adamw/2bw": 0.3, "adamw/2bw/warmup=5%": 0.2, "muon/2bw": 0.1,
+         "muon/2bw/warmup=5%": 0.08},
+        {"adamw/2bw": 0.3, "adamw/2bw/warmup=5%": 0.4, "muon/2bw": 0.1,
+         "muon/2bw/warmup=5%": 0.15}, {}),
     "grad-clip": ({}, {"muon/2bw/clip=1": 0.3}, {}),
     "lr-schedule": ({}, {"muon/2bw/constant": 0.4}, {}),
     "beta2": (
@@ -75,6 +75,14 @@ SCENARIOS = {
     "grad-level-ef": (
         {"adamw/2bw+grad-ef": DIVERGED, "muon/2bw+grad-ef": DIVERGED},
         {"adamw/2bw+grad-ef": 0.1, "muon/2bw+grad-ef": 0.1}, {}),
+    # the ladder: a constant gap over the four horizons (slope ~0: does not grow) passes 18a;
+    # a gap that doubles with every doubling of the horizon (slope 1) fails it
+    "horizon-ladder": (
+        {k: 0.1 for o in ("adamw", "muon") for m in ("2bw", "2bw+ef")
+         for k in (f"{o}/{m}",) + tuple(f"{o}/{m}/steps={f}x" for f in (2, 4, 8))},
+        {**{f"{o}/{m}": 0.1 for o in ("adamw", "muon") for m in ("2bw", "2bw+ef")},
+         **{f"{o}/{m}/steps={f}x": 0.1 * f for o in ("adamw", "muon") for m in ("2bw", "2bw+ef")
+            for f in (2, 4, 8)}}, {}),
     "sync-phases": (
         {k: v for o in ("adamw", "muon") for k, v in (
             (f"{o}/2bw", 0.3), (f"{o}/2bw+sync-start", 0.25), (f"{o}/2bw+sync-cooldown", 0.05))},
