@@ -1,7 +1,7 @@
 """The theory predictor: the delay cost from a synchronous pilot's statistics, through the PL gap law.
 
 Algorithm
-    THEORY.md's PL gap law (``theory.get_theorem("pl_delay_gap")``, extra ``gap_leading``) is
+    the PL gap law (docs/theory.md) (``theory.get_theorem("pl_delay_gap")``, extra ``gap_leading``) is
     ``2 L^2 eta^2 tau (tau + 2(1-alpha)/alpha + 1/2) / mu``. A synchronous pilot measures
     ``L`` (``smoothness_est``: the local smoothness in the optimizer's norm) and ``eta``
     (``update_primal_norm``: the length of an applied step in that norm, which follows the lr
