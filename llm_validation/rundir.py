@@ -20,10 +20,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import random
 import re
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -62,7 +60,6 @@ __all__ = [
     "newest_intact_checkpoint",
     "rng_state",
     "set_rng_state",
-    "environment",
     "write_json",
     "read_json",
 ]
@@ -256,29 +253,6 @@ def newest_intact_checkpoint(paths: RunPaths, map_location: str | torch.device =
             print(f"warning: checkpoint {f} is unreadable ({type(exc).__name__}); trying the "
                   f"next older one ({older})", file=sys.stderr, flush=True)
     return None, None
-
-
-def _git_commit() -> str | None:
-    here = Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                             text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def environment() -> dict[str, Any]:
-    """Versions and git commit recorded in config.json."""
-    try:
-        from importlib.metadata import version
-        pkg = version("delaybound")
-    except Exception:  # not installed as a distribution
-        pkg = None
-    return {"python": sys.version.split()[0], "torch": torch.__version__,
-            "numpy": np.__version__, "delaybound": pkg, "platform": platform.platform(),
-            "git_commit": _git_commit(),
-            "cuda": torch.version.cuda if torch.cuda.is_available() else None}
 
 
 # ------------------------------------------------------------------------------ run outcome

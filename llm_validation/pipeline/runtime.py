@@ -42,8 +42,9 @@ from llm_validation.pipeline.replicas import Replicas, pop_grads
 from llm_validation.pipeline.reshard import globalize, localize
 from llm_validation.pipeline.schedule import STEP, schedule_2bw
 from llm_validation.pipeline.stage import StageSetup, stage_param_names
-from llm_validation.rundir import (MetricsWriter, RunPaths, diverged_message, environment,
-                                   rng_state, set_rng_state, write_json)
+from llm_validation.rundir import (MetricsWriter, RunPaths, diverged_message, rng_state,
+                                   set_rng_state, write_json)
+from llm_validation.provenance import environment
 from llm_validation.training.loop import resolve_device
 from llm_validation.training import host_syncs, stats
 from llm_validation.training.determinism import configure_numerics

@@ -36,10 +36,11 @@ from torch import Tensor
 
 from llm_validation.config import TrainConfig
 from llm_validation.rundir import (MetricsWriter, RunPaths, RunResult, checkpoint_step,
-                                   compose_result, diverged_message, diverged_row, environment,
-                                   eval_row, newest_intact_checkpoint,
+                                   compose_result, diverged_message, diverged_row, eval_row,
+                                   newest_intact_checkpoint,
                                    rewrite_metrics_before, rng_state, save_checkpoint,
                                    set_rng_state, start_step, write_json)
+from llm_validation.provenance import environment
 from llm_validation.training import stats
 from llm_validation.training.determinism import configure_numerics
 from llm_validation.training.data import STREAM_LARGE, STREAM_VAL, WindowSampler, load_corpus

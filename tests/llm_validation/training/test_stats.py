@@ -150,7 +150,7 @@ def test_partials_reduce_across_stages_like_the_whole_model():
         part.update(stats.update_partials(dx[sl], geoms[sl], v[sl], vp[sl]))
         part.update(stats.fresh_partials(dx[sl], v[sl], fr[sl]))
         part.update(stats.momentum_partials(v[sl], fr[sl], geoms[sl]))
-        return part
+        return stats.to_host(part)          # partials stay on the device until one host read
 
     whole = stats.finalize(everything(slice(0, 4)), step=1, f_x=1.0, f_y=2.0)
     staged = stats.finalize(stats.reduce_partials([everything(slice(0, 2)),
