@@ -77,6 +77,14 @@ def _orthogonalize(update: torch.Tensor, dtype: torch.dtype, steps: int,
                          eps=eps)
 
 
+def _closure_loss(closure: Any) -> Any:
+    """The loss of an optimizer step's closure (re-evaluated with gradients on), or None."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 class Muon(torch.optim.Muon):
     """``torch.optim.Muon`` whose Newton-Schulz runs in ``ns_dtype`` (module docstring)."""
 
@@ -89,10 +97,7 @@ class Muon(torch.optim.Muon):
     def step(self, closure: Any = None) -> Any:
         if self.ns_dtype == torch.bfloat16:
             return super().step(closure)
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group in self.param_groups:
             params: list[torch.Tensor] = []
             grads: list[torch.Tensor] = []
@@ -129,10 +134,7 @@ class NorMuon(_LibNorMuon):
     def step(self, closure: Any = None) -> Any:
         if self.ns_dtype == torch.bfloat16:
             return super().step(closure)
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group in self.param_groups:
             self.init_group(group)
             group["step"] += 1
