@@ -31,13 +31,11 @@ import numpy as np
 
 from llm_validation.rundir import read_json
 from llm_validation.validation.lag import Lag, lag
+from llm_validation.validation.runs import STATS_FROM_FRACTION, stat_means
 
 __all__ = ["STATS_FROM_FRACTION", "PilotRun", "DelayPair", "stat_means", "runs_from_dirs",
            "runs_from_claims", "load_pilot", "pairs", "SyncReference", "sync_curve"]
 
-#: Statistics are averaged over the steps >= this fraction of the run (the first steps, from the
-#: initialisation, are not representative; the ledger's per-run table uses the same cut).
-STATS_FROM_FRACTION = 0.1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,23 +123,6 @@ def _num(x: Any) -> float:
     if isinstance(x, str):
         return float(x)
     return float("nan") if x is None else float(x)
-
-
-def stat_means(rows: Sequence[Mapping[str, Any]], steps: int) -> dict[str, float]:
-    """Statistic key -> mean of its finite values on ``"train"`` rows at steps >=
-    :data:`STATS_FROM_FRACTION` ``* steps`` (the bookkeeping keys excluded)."""
-    skip = {"step", "kind", "loss", "val_loss", "lr", "tokens", "diverged"}
-    start = STATS_FROM_FRACTION * steps
-    acc: dict[str, list[float]] = {}
-    for r in rows:
-        if r.get("kind", "train") != "train" or r.get("step", 0) < start:
-            continue
-        for k, v in r.items():
-            if k in skip or isinstance(v, bool) or not isinstance(v, (int, float)):
-                continue
-            if math.isfinite(v):
-                acc.setdefault(k, []).append(float(v))
-    return {k: float(np.mean(v)) for k, v in sorted(acc.items())}
 
 
 def runs_from_dirs(paths: Sequence[str | Path]) -> list[PilotRun]:

@@ -17,20 +17,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
-
 from llm_validation.claims.checks import number
 from llm_validation.claims.data import ClaimData
 from llm_validation.validation.lag import run_lag
-from llm_validation.validation.runs import RunRecord
+from llm_validation.validation.runs import NOT_STATS, STATS_FROM_FRACTION, RunRecord, stat_means
 
 __all__ = ["STATS_SKIP", "NOT_STATS", "run_table", "run_mode", "mean_stats"]
 
 #: Statistics are averaged over steps >= this fraction of the run (the first 10% is the
 #: initial transient; the same skip as ``ClaimData.mean_stat``).
-STATS_SKIP = 0.1
-#: Row keys that are not statistics.
-NOT_STATS = frozenset({"step", "loss", "lr", "tokens", "val_loss", "kind", "diverged"})
+STATS_SKIP = STATS_FROM_FRACTION
 
 
 def run_mode(r: RunRecord) -> str:
@@ -43,17 +39,9 @@ def run_mode(r: RunRecord) -> str:
 
 
 def mean_stats(r: RunRecord, skip: float = STATS_SKIP) -> dict[str, Any]:
-    """statistic -> mean over the rows at steps >= skip * steps where it was measured."""
-    keys = sorted({k for row in r.rows for k, v in row.items()
-                   if k not in NOT_STATS and isinstance(v, (int, float))
-                   and not isinstance(v, bool)})
-    out = {}
-    for k in keys:
-        steps, v = r.series(k)
-        keep = v[steps >= skip * r.steps]
-        if keep.size:
-            out[k] = number(float(np.mean(keep)))
-    return out
+    """statistic -> mean over the rows at steps >= skip * steps where it was measured
+    (:func:`~llm_validation.validation.runs.stat_means`), non-finite numbers as strings."""
+    return {k: number(v) for k, v in stat_means(r.rows, r.steps, skip).items()}
 
 
 def _record(r: RunRecord, partner: RunRecord | None) -> dict[str, Any]:

@@ -31,6 +31,9 @@ from llm_validation.rundir import RunPaths, TruncatedMetricsWarning, read_json, 
 
 __all__ = [
     "NON_CONDITION_RUN_FIELDS",
+    "STATS_FROM_FRACTION",
+    "NOT_STATS",
+    "stat_means",
     "TAIL_EVALS",
     "GAP_METRICS",
     "RunRecord",
@@ -331,3 +334,27 @@ def paired_gaps(delayed: Sequence[RunRecord], runs: Sequence[RunRecord],
         if a is not None and b is not None:
             out[r.seed] = a - b
     return dict(sorted(out.items()))
+
+
+#: Statistics are averaged over the steps >= this fraction of the run (the first steps, from
+#: the initialisation, are not representative). Used by the ledger's per-run table and advise.
+STATS_FROM_FRACTION = 0.1
+#: Row keys that are not statistics (bookkeeping of metrics.jsonl rows).
+NOT_STATS = frozenset({"step", "loss", "lr", "tokens", "val_loss", "kind", "diverged"})
+
+
+def stat_means(rows: Sequence[Mapping[str, Any]], steps: int,
+               skip: float = STATS_FROM_FRACTION) -> dict[str, float]:
+    """Statistic key -> mean of its finite values on ``"train"`` rows at steps >=
+    ``skip * steps`` (:data:`NOT_STATS` excluded), keys sorted."""
+    start = skip * steps
+    acc: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("kind", "train") != "train" or r.get("step", 0) < start:
+            continue
+        for k, v in r.items():
+            if k in NOT_STATS or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if math.isfinite(v):
+                acc.setdefault(k, []).append(float(v))
+    return {k: float(np.mean(v)) for k, v in sorted(acc.items())}
