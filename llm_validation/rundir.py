@@ -351,9 +351,15 @@ def start_step(cfg: TrainConfig, paths: RunPaths, checkpoint_step: int | None) -
     return start
 
 
-def eval_row(step: int, val_loss: float | None) -> dict[str, Any]:
-    """The closing evaluation row of metrics.jsonl (validation loss at the final weights W(N))."""
-    return {"step": step, "val_loss": val_loss, "kind": "eval"}
+def eval_row(step: int, val_loss: float | None,
+             final_val_loss: float | None = None) -> dict[str, Any]:
+    """The closing evaluation row of metrics.jsonl at the final weights W(N): ``val_loss`` on
+    the validation curve's own batches (so the curve stays on one set), and, when the closing
+    evaluation uses a larger set (``run.final_eval_batches``), ``final_val_loss`` on it."""
+    row = {"step": step, "val_loss": val_loss, "kind": "eval"}
+    if final_val_loss is not None:
+        row["final_val_loss"] = final_val_loss
+    return row
 
 
 def diverged_row(step: int, loss: float, val_loss: float | None, lr: float) -> dict[str, Any]:

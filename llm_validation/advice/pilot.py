@@ -79,6 +79,14 @@ class PilotRun:
     def tokens_per_step(self) -> int:
         return self.batch_size * self.seq_len
 
+    @property
+    def curve_final(self) -> float:
+        """The closing loss on the validation curve's batches (the curve's last point when it
+        is at the final step; else ``final_val``): what a lag compares with a partner's curve."""
+        if self.val_curve and self.val_curve[-1][0] >= self.steps:
+            return self.val_curve[-1][1]
+        return self.final_val
+
 
 @dataclass(frozen=True, kw_only=True)
 class DelayPair:
@@ -215,7 +223,7 @@ def pairs(runs: Sequence[PilotRun]) -> list[DelayPair]:
         if s is None or len(s.val_curve) < 2:
             continue
         steps, vals = zip(*s.val_curve)
-        out.append(DelayPair(delayed=r, sync=s, lag=lag(steps, vals, r.final_val)))
+        out.append(DelayPair(delayed=r, sync=s, lag=lag(steps, vals, r.curve_final)))
     return out
 
 

@@ -49,7 +49,7 @@ from llm_validation.training.model import Transformer, batch_loss, lm_loss
 from llm_validation.training.optim import build_optimizer, group_geometry, lr_factor, set_lr
 from llm_validation.training.probe import StepProbe, observed_step
 
-__all__ = ["train", "forward_backward", "evaluate", "gradient_at", "weights_as", "resolve_device"]
+__all__ = ["train", "forward_backward", "evaluate", "eval_losses", "gradient_at", "weights_as", "resolve_device"]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -77,15 +77,21 @@ def forward_backward(model: torch.nn.Module, x: Tensor, y: Tensor, microbatches:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, batches: Sequence[tuple[Tensor, Tensor]], microbatches: int,
-             ctx: Callable[[], Any] = nullcontext) -> float:
-    """Mean loss over the fixed validation batches."""
+def eval_losses(model: torch.nn.Module, batches: Sequence[tuple[Tensor, Tensor]],
+                microbatches: int, ctx: Callable[[], Any] = nullcontext) -> Tensor:
+    """Loss of every microbatch of the fixed validation batches, in order (float64)."""
     losses = []
     for x, y in batches:
         for xm, ym in zip(x.chunk(microbatches), y.chunk(microbatches)):
             with ctx():
                 losses.append(lm_loss(model(xm), ym).double())
-    return float(torch.stack(losses).mean())
+    return torch.stack(losses)                       # [len(batches) * microbatches]
+
+
+def evaluate(model: torch.nn.Module, batches: Sequence[tuple[Tensor, Tensor]], microbatches: int,
+             ctx: Callable[[], Any] = nullcontext) -> float:
+    """Mean loss over the fixed validation batches."""
+    return float(eval_losses(model, batches, microbatches, ctx).mean())
 
 
 @contextmanager
@@ -250,8 +256,13 @@ def train(cfg: TrainConfig, *, progress: bool = True,
         done = opt.t if done is None else done
         final_val = None
         if status == "completed":
-            final_val = evaluate(model, final_batches, run.microbatches, ctx)   # at W(N)
-            metrics.write(eval_row(done, final_val))
+            # at W(N): the curve's batches are the first eval_batches of the closing set, so
+            # one pass gives both (the lag reads the curve's set, the gaps the larger one)
+            losses = eval_losses(model, final_batches, run.microbatches, ctx)
+            final_val = float(losses.mean())
+            curve_val = float(losses[:run.eval_batches * run.microbatches].mean())
+            metrics.write(eval_row(done, curve_val,
+                                   final_val if n_final > run.eval_batches else None))
             if not (run.checkpoint_interval and done % run.checkpoint_interval == 0):
                 checkpoint(done)
     wall = time.perf_counter() - t_start

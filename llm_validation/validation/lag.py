@@ -22,7 +22,10 @@ Algorithm
     the synchronous run's loss decrease from its first evaluation to its end).
 
 Assumptions
-    Both runs share the evaluation set and the step count (paired synchronous partner).
+    Both runs share the evaluation set and the step count (paired synchronous partner), and
+    ``d`` is measured on the same batches as the curve: :func:`run_lag` reads the delayed run's
+    closing loss on the curve's batches (``RunRecord.curve_final``), not on the larger closing
+    set (``run.final_eval_batches``), whose mean differs from the curve's by a set offset.
 
 Guarantee
     ``lag`` is monotone non-decreasing in ``d``; ``lag = 0`` iff ``d`` equals the synchronous
@@ -112,11 +115,12 @@ def lag(sync_steps: Sequence[float] | np.ndarray, sync_vals: Sequence[float] | n
 
 def run_lag(delayed: Any, sync: Any) -> Lag | None:
     """:func:`lag` of two :class:`~llm_validation.validation.runs.RunRecord` (the synchronous
-    partner's ``val_loss`` series, the delayed run's final validation loss); None when either
-    has not completed or the partner has fewer than two evaluations."""
+    partner's ``val_loss`` series, the delayed run's closing loss on the same batches:
+    ``curve_final``); None when either has not completed or the partner has fewer than two
+    evaluations."""
     if delayed.final_val is None or sync.final_val is None:
         return None
     steps, vals = sync.series("val_loss")
     if steps.size < 2:
         return None
-    return lag(steps, vals, float(delayed.final_val))
+    return lag(steps, vals, float(delayed.curve_final))

@@ -218,6 +218,19 @@ class RunRecord:
         v = self.summary.get("final_val_loss")
         return float(v) if v is not None else None
 
+    @property
+    def curve_final(self) -> float | None:
+        """Validation loss at the final weights on the validation *curve's* batches (the
+        closing eval row's ``val_loss``; :attr:`final_val` is on the closing set, larger under
+        ``run.final_eval_batches``). What a lag reads against a partner's curve; runs written
+        before the closing row kept both fall back to :attr:`final_val`."""
+        if self.final_val is None:
+            return None
+        for r in reversed(self.rows):
+            if r.get("kind") == "eval" and "final_val_loss" in r and r.get("val_loss") is not None:
+                return float(r["val_loss"])
+        return self.final_val
+
     @cached_property
     def _metrics(self) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
         """(rows, what was skipped): a truncated last line is skipped and recorded."""

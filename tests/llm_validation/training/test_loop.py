@@ -214,19 +214,30 @@ def test_token_shards_with_ids_beyond_the_vocabulary_are_refused(tmp_path):
 
 
 def test_final_evaluation_on_a_larger_set_changes_only_the_closing_loss(tmp_path):
-    """final_eval_batches extends the closing evaluation's fixed set; the trajectory and the
-    periodic evaluations are those of the default run, and a final set equal to the periodic
-    one reproduces the default run's closing loss exactly."""
+    """final_eval_batches extends the closing evaluation's fixed set; the trajectory, the
+    periodic evaluations and the curve's closing point (on the curve's own batches) are those
+    of the default run, bitwise; the larger set's loss is the summary's and the eval row's
+    ``final_val_loss``; the record's ``curve_final`` (what a lag reads) is the curve's."""
+    from llm_validation.validation.runs import RunRecord
+
     runs = {n: tmp_path / f"final{n}" for n in (0, 2, 6)}
     for n, out in runs.items():
         train(_cfg(out, final_eval_batches=n), progress=False)
     rows = {n: read_metrics(out) for n, out in runs.items()}
     train_rows = {n: [r for r in rs if r["kind"] == "train"] for n, rs in rows.items()}
-    closing = {n: [r for r in rs if r["kind"] == "eval"][0]["val_loss"] for n, rs in rows.items()}
+    closing = {n: [r for r in rs if r["kind"] == "eval"][0] for n, rs in rows.items()}
+    summary = {n: json.loads((out / "summary.json").read_text()) for n, out in runs.items()}
     assert train_rows[0] == train_rows[2] == train_rows[6]
-    assert closing[2] == closing[0]          # 2 = eval_batches: the same set
-    assert closing[6] != closing[0]          # six batches: a different (larger) sample
-    assert json.loads((runs[6] / "summary.json").read_text())["final_val_loss"] == closing[6]
+    assert closing[2] == closing[0]          # 2 = eval_batches: the same set, one value
+    assert "final_val_loss" not in closing[0]
+    assert closing[6]["val_loss"] == closing[0]["val_loss"]    # the curve's set, bitwise
+    assert closing[6]["final_val_loss"] != closing[0]["val_loss"]   # six batches: larger set
+    assert summary[6]["final_val_loss"] == closing[6]["final_val_loss"]
+    assert summary[0]["final_val_loss"] == closing[0]["val_loss"]
+    rec = RunRecord.load(runs[6])
+    assert rec.final_val == closing[6]["final_val_loss"]
+    assert rec.curve_final == closing[0]["val_loss"]
+    assert RunRecord.load(runs[0]).curve_final == RunRecord.load(runs[0]).final_val
 
 
 def test_final_eval_batches_is_refused_on_a_pipeline():
