@@ -95,3 +95,33 @@ def test_existing_run_directory_is_refused(tmp_path):
     launch(cfg)
     with pytest.raises(ValueError, match="already holds a run"):
         launch(cfg)
+
+
+def test_a_flush_every_k_steps_gives_the_same_run(tmp_path):
+    """``log_interval = 4`` (rows read every 4 steps, at checkpoints and at the end): bitwise
+    the emulated run that reads every step."""
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=3, M=3, steps=7,
+                   checkpoint_interval=5, log_interval=4)
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=3, steps=7))
+    got = launch(cfg)
+    assert got.status == "completed" and got.final_val_loss == ref.final_val_loss
+    assert_same_run(got.run_dir, ref.run_dir, cfg)
+
+
+def test_divergence_found_at_a_later_flush_stops_at_the_diverged_step(tmp_path):
+    """The loss diverges before the first flush (step 4 of log_interval 5): every stage stops,
+    the rows, status and message are the emulator's, and no checkpoint holds later weights."""
+    corpus = small_corpus(tmp_path)
+    sgd = OptimConfig(name="sgd", lr=1e30, momentum=0.0, nesterov=False, weight_decay=0.0,
+                      schedule="constant")
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=3, M=3, optim=sgd, steps=10,
+                   checkpoint_interval=0, log_interval=5)
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=3, optim=sgd,
+                           steps=10))
+    got = launch(cfg)
+    assert ref.status == got.status == "diverged" and ref.steps < 4
+    assert got.steps == ref.steps and got.message == ref.message
+    assert_same_run(got.run_dir, ref.run_dir, cfg, weights=False)
+    assert not (tmp_path / "pipe" / "checkpoints").exists() or not any(
+        (tmp_path / "pipe" / "checkpoints").iterdir())
