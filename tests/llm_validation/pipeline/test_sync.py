@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from llm_validation.config import OptimConfig
 from llm_validation.run import run as launch
 from tests.llm_validation.pipeline.support import (
+    assert_diverges_like_the_emulator,
     assert_same_run,
     emulate,
     pipe_cfg,
@@ -45,17 +45,9 @@ def test_sync_and_2bw_differ(tmp_path):
 def test_sync_divergence_stops_every_stage_at_the_diverged_step(tmp_path, log_interval):
     """Stage 0 steps alongside the last stage here (no 2BW ordering): it waits at the flush for
     the last stage's verdict, so both stop at the diverged step with the emulator's rows."""
-    corpus = small_corpus(tmp_path)
-    sgd = OptimConfig(name="sgd", lr=1e30, momentum=0.0, nesterov=False, weight_decay=0.0,
-                      schedule="constant")
-    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="1f1b", P=2, M=2, optim=sgd, steps=8,
-                   checkpoint_interval=0, log_interval=log_interval)
-    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-sync", M=2, optim=sgd,
-                           steps=8))
-    got = launch(cfg)
-    assert ref.status == got.status == "diverged" and ref.steps < 3
-    assert got.steps == ref.steps and got.message == ref.message
-    assert_same_run(got.run_dir, ref.run_dir, cfg, weights=False)
+    assert_diverges_like_the_emulator(tmp_path, "1f1b", "emulate-sync", P=2, M=2, steps=8,
+                                      before=3, checkpoint_interval=0,
+                                      log_interval=log_interval)
 
 
 def test_sync_flush_every_k_steps_gives_the_same_run(tmp_path):
