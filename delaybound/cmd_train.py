@@ -35,6 +35,7 @@ _FIELDS = {
     "stats_interval": ("run", "stats_interval"),
     "momentum_error_interval": ("run", "momentum_error_interval"),
     "checkpoint_interval": ("run", "checkpoint_interval"), "out": ("run", "out_dir"),
+    "log_interval": ("run", "log_interval"),
     "pipeline": ("run", "pipeline"), "stages": ("run", "stages"), "device": ("run", "device"),
     "data_parallel": ("run", "data_parallel"),
     "dtype": ("run", "dtype"), "profile": ("run", "profile"),
@@ -108,6 +109,9 @@ def register(subparsers: Any) -> None:
     a("--stats-interval", type=int, help="expensive statistics every N steps (0: off)")
     a("--momentum-error-interval", type=int, help="momentum error every N steps (0: off)")
     a("--checkpoint-interval", type=int, help="checkpoint every N steps (0: end only)")
+    a("--log-interval", type=int,
+      help="read the step scalars from the device and write the metrics rows every N steps "
+           "(and at checkpoints and the end; default 1); N > 1: no host sync on other steps")
     a("--out", help="run directory (default runs/<preset>-<optimizer>-tau<TAU>-ef<LAM>-s<SEED>)")
     a("--resume", nargs="?", const="yes", default=None, metavar="auto",
       help="continue the run in --out from its checkpoint (none: exit 2); '--resume auto': "

@@ -463,6 +463,14 @@ class RunConfig:
     """The large batch of the momentum error has ``large_batch_factor * batch_size`` windows."""
     checkpoint_interval: int = 0
     """Checkpoint every this many steps (0: only at the end; the end is always saved)."""
+    log_interval: int = 1
+    """Host-read flush every this many steps (>= 1): the per-step scalars of the metrics rows
+    (loss, lr, grad_norm, every statistic) stay on the device and are read in ONE copy every
+    ``log_interval`` steps, and at checkpoint steps and the last step, when the buffered rows
+    are written; divergence is found there (the rows up to the diverged step are written and the
+    run stops, as with 1). 1 (the default) reads every step; larger values remove the per-step
+    host synchronisation (a crash loses at most the unflushed rows, which are always after the
+    newest checkpoint and rewritten on resume). Rows are bitwise the same for every value."""
     out_dir: str = "runs/default"
     """Run directory (config.json, metrics.jsonl, checkpoints/, summary.json)."""
     device: str = "cpu"
@@ -505,6 +513,7 @@ class RunConfig:
         for name in ("eval_interval", "stats_interval", "momentum_error_interval",
                      "checkpoint_interval"):
             _int(self, name, 0)
+        _int(self, "log_interval", 1)
         _int(self, "eval_batches", 1)
         _int(self, "final_eval_batches", 0)
         _int(self, "large_batch_factor", 1)
@@ -534,7 +543,8 @@ class RunConfig:
 #: Fields added after run directories were first named by a digest of the whole config
 #: (``claims.plan.run_name``), with the value that reproduces the runs made before them: a
 #: digest leaves a field out while it holds that value, so those runs keep their names.
-DIGEST_LEGACY: Mapping[str, Any] = {"optim.ns_dtype": "bfloat16", "run.final_eval_batches": 0}
+DIGEST_LEGACY: Mapping[str, Any] = {"optim.ns_dtype": "bfloat16", "run.final_eval_batches": 0,
+                                    "run.log_interval": 1}
 
 _SECTIONS = {"model": ModelConfig, "data": DataConfig, "optim": OptimConfig,
              "delay": DelayConfig, "run": RunConfig}

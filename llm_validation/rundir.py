@@ -259,7 +259,8 @@ def newest_intact_checkpoint(paths: RunPaths, map_location: str | torch.device =
 #: RunConfig fields that may change on resume (none of them changes the trajectory before the
 #: old end; ``steps`` extends it).
 RESUMABLE = ("steps", "resume", "out_dir", "eval_interval", "eval_batches", "stats_interval",
-             "momentum_error_interval", "large_batch_factor", "checkpoint_interval", "profile")
+             "momentum_error_interval", "large_batch_factor", "checkpoint_interval", "profile",
+             "log_interval")
 #: RunConfig fields of the grid that may change on resume when the maths stays the same
 #: (:func:`check_resumable`; the pipeline's checkpoints are keyed by global parameter names).
 RESHARDABLE = ("stages", "data_parallel", "microbatches", "pipeline")

@@ -27,7 +27,10 @@ continues on another P x D (:mod:`llm_validation.pipeline.reshard`).
 
 A run killed mid-save leaves a stage without ``.metadata`` and the step without
 ``COMPLETE``: only complete checkpoints are resumed; the newest :data:`KEEP_CHECKPOINTS`
-complete ones are kept.
+complete ones are kept. A complete one damaged afterwards (a truncated or lost shard, an
+unreadable metadata or state blob: :func:`damage`) is skipped on resume for the newest intact
+one (:func:`newest_intact`), and the launcher removes the skipped ones before the run
+rewrites them.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import io
 import pickle
 import re
 import shutil
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -48,7 +52,9 @@ from llm_validation.pipeline.reshard import merge, tensor_wanted
 from llm_validation.rundir import KEEP_CHECKPOINTS, RunPaths
 
 __all__ = ["COMPLETE", "METADATA", "ckpt_dir", "stage_dir", "save_stage_checkpoint",
-           "mark_complete", "grid_of", "latest_complete", "load_global", "flatten", "unflatten"]
+           "mark_complete", "grid_of", "latest_complete", "damage", "newest_intact",
+           "drop_checkpoints_after", "load_global",
+           "flatten", "unflatten"]
 
 COMPLETE = "COMPLETE"
 #: The file DCP writes last (atomically) into a checkpoint directory.
@@ -165,6 +171,73 @@ def latest_complete(paths: RunPaths) -> tuple[int, Path] | None:
     found = [(int(m.group(1)), child) for child in paths.checkpoints.iterdir()
              if (m := _STEP_DIR.match(child.name)) and (child / COMPLETE).exists()]
     return max(found) if found else None
+
+
+def damage(directory: Path) -> str | None:
+    """What makes a complete checkpoint ``directory`` unloadable (None: intact): a missing or
+    unreadable ``COMPLETE`` marker or stage ``.metadata``, a shard file shorter than the bytes
+    its metadata places in it (truncated, or gone), or a replica's pickled blob that does not
+    load. Reads the metadata and the small blobs, not the tensors: a flipped bit inside tensor
+    bytes is not seen (DCP keeps no checksums)."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.api import CheckpointException   # a BaseException
+
+    directory = Path(directory)
+    try:
+        P, D = grid_of(directory)
+    except (OSError, ValueError, IndexError) as exc:
+        return f"its {COMPLETE} marker is unreadable ({type(exc).__name__})"
+    for s in range(P):
+        path = directory / f"stage{s}"
+        try:
+            storage = FileSystemReader(path).read_metadata().storage_data or {}
+        except Exception as exc:  # noqa: BLE001 - any unreadable metadata: damaged
+            return f"stage {s}: its {METADATA} is unreadable ({type(exc).__name__})"
+        sizes: dict[str, int] = {}
+        for info in storage.values():
+            f = path / info.relative_path
+            if info.relative_path not in sizes:
+                sizes[info.relative_path] = f.stat().st_size if f.is_file() else -1
+            if sizes[info.relative_path] < info.offset + info.length:
+                return (f"stage {s}: {info.relative_path} is "
+                        f"{'missing' if sizes[info.relative_path] < 0 else 'truncated'}")
+        for d in range(D):
+            try:
+                _read_stage(path, set(), f"meta/replica{d}")
+            except (Exception, CheckpointException) as exc:  # noqa: BLE001 - unreadable: damaged
+                return f"stage {s}: the state of replica {d} does not load ({type(exc).__name__})"
+    return None
+
+
+def newest_intact(paths: RunPaths) -> tuple[int, Path] | None:
+    """``(step, dir)`` of the newest complete checkpoint that is not damaged (:func:`damage`),
+    as ``rundir.newest_intact_checkpoint`` is for the emulator: a damaged newer one is skipped
+    with one warning line on stderr naming it, what is wrong and the checkpoint used instead
+    (:data:`KEEP_CHECKPOINTS` keeps an older complete one for this)."""
+    if not paths.checkpoints.is_dir():
+        return None
+    found = sorted(((int(m.group(1)), child) for child in paths.checkpoints.iterdir()
+                    if (m := _STEP_DIR.match(child.name)) and (child / COMPLETE).exists()),
+                   reverse=True)
+    for i, (step, d) in enumerate(found):
+        what = damage(d)
+        if what is None:
+            return step, d
+        older = found[i + 1][1].name if i + 1 < len(found) else "none left"
+        print(f"warning: checkpoint {d} is damaged ({what}); trying the next older one "
+              f"({older})", file=sys.stderr, flush=True)
+    return None
+
+
+def drop_checkpoints_after(paths: RunPaths, step: int) -> None:
+    """Remove the checkpoint directories of steps after ``step`` (a resume from ``step``:
+    they are incomplete or damaged, and the run writes those steps again)."""
+    if not paths.checkpoints.is_dir():
+        return
+    for child in paths.checkpoints.iterdir():
+        m = _STEP_DIR.match(child.name)
+        if m and child.is_dir() and int(m.group(1)) > step:
+            shutil.rmtree(child, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------- load

@@ -82,6 +82,19 @@ class _AllWorks:
         return self.done or all(w.is_completed() for w in self.works)
 
 
+class _KeyWait:
+    """A rendezvous-store key awaited like a p2p op (``wait(timeout)``)."""
+
+    def __init__(self, store: Any, key: str) -> None:
+        self.store, self.key = store, key
+
+    def wait(self, timeout: datetime.timedelta | None) -> None:
+        if timeout is None:
+            self.store.wait([self.key])
+        else:
+            self.store.wait([self.key], timeout)
+
+
 def post_batch(ops: list) -> _AllWorks:
     """Post ``ops`` (``dist.P2POp``) as one ``batch_isend_irecv``: the one way this module
     posts point-to-point ops, so sender and receiver of every message use the same kind (the
@@ -144,11 +157,19 @@ class StageLink:
         self._messages: deque[_Pending] = deque()   # control messages
 
     # -- waits ------------------------------------------------------------------------------
+    def wait_key(self, key: str, peer: int, what: str) -> bytes:
+        """The value of ``key`` in the rendezvous store, waiting (host only, no device work) at
+        most ``timeout_s`` for ``peer`` to set it; a timeout is a :class:`StageFailure`
+        blaming the end of the wait chain, as for a p2p wait."""
+        self._wait(_Pending(_KeyWait(self.store, key), None, peer, what))
+        return self.store.get(key)
+
     def _wait(self, p: _Pending) -> Tensor:
         if self.status is not None:
             self.status["waiting_on"] = p.peer
         try:
-            p.work.wait(self.timeout if self.host_waits else None)
+            p.work.wait(self.timeout if self.host_waits or isinstance(p.work, _KeyWait)
+                        else None)
         except Exception as exc:  # gloo/NCCL raise RuntimeError with the transport's text
             kind = TIMEOUT if is_timeout(exc) else LOST
             detail = str(exc).splitlines()[0][:300]

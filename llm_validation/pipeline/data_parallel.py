@@ -27,7 +27,6 @@ by ``TrainConfig`` for D > 1.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Sequence
 
@@ -40,7 +39,7 @@ from llm_validation.pipeline.replicas import pop_grads
 from llm_validation.pipeline.runtime import StageRun
 from llm_validation.training import stats
 from llm_validation.training.loop import weights_as
-from llm_validation.training.model import lm_loss, mean_loss
+from llm_validation.training.model import batch_loss, lm_loss
 
 __all__ = ["run_dp_replica", "DataParallelRun"]
 
@@ -68,7 +67,7 @@ class DataParallelRun(StageRun):
         return losses
 
     def local_gradient(self, weights: Sequence[Tensor] | None, xs: Sequence[Tensor],
-                       ys: Sequence[Tensor]) -> tuple[list[Tensor], float]:
+                       ys: Sequence[Tensor]) -> tuple[list[Tensor], Tensor]:
         """(the global batch's gradient at ``weights`` (None: the current ones), averaged over
         the replicas; its mean loss), leaving every ``p.grad`` as it was."""
         params, count = self.params, len(xs)
@@ -88,7 +87,7 @@ class DataParallelRun(StageRun):
             self.replicas.reduce(grads)
         for p, g in zip(params, saved):
             p.grad = g
-        return grads, mean_loss(self.replicas.gather_losses(losses))
+        return grads, batch_loss(self.replicas.gather_losses(losses))   # a device tensor
 
     def side_passes(self, t: int) -> None:
         """At W(t): the validation loss (if due); for tau > 0 on active steps the fresh
@@ -134,13 +133,7 @@ def run_dp_replica(ctx: WorkerContext, cfg: TrainConfig, start: int,
         with opt.delayed_weights():                               # W(t - tau)
             local = sr.microbatches(xs, ys, M, observe)
         sr.step_clock.append(time.perf_counter())
-        loss = mean_loss(dp.gather_losses(local))
-        if not math.isfinite(loss):
-            sr.flag_divergence(step)
-        stop = sr.divergence(step, loss)
-        if stop is not None:
-            status, done, message = "diverged", step, stop
-            break
+        loss = batch_loss(dp.gather_losses(local))                # read at the flush
         noise = dp.average(params, M, captured=captured if dp.ordered else None, noise=noise,
                            want_noise=want_noise)
         read_point = opt.read_weights() if active else []
@@ -157,7 +150,10 @@ def run_dp_replica(ctx: WorkerContext, cfg: TrainConfig, start: int,
             f_x, f_y = (loss, f_y) if have_pair else (None, None)
         else:
             f_y = loss if active else None
-        sr.end_step(step, part, loss, previous=None, f_x=f_x, f_y=f_y)
+        d = sr.end_step(step, part, loss, previous=None, f_x=f_x, f_y=f_y)
+        if d is not None:            # a loss of steps d..step was non-finite: stop (every rank)
+            status, done, message = "diverged", d, sr.diverged_message(d)
+            break
     else:
         sr.side_passes(N)                                         # final validation at W(N)
     sr.finish(status, done, message)

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from llm_validation.config import TrainConfig
-from llm_validation.pipeline.checkpoint import latest_complete, load_global
+from llm_validation.pipeline.checkpoint import load_global, newest_intact
 from llm_validation.pipeline.reshard import localize
 from llm_validation.rundir import (RunPaths, checkpoint_step, latest_checkpoint, load_config,
                                    check_resumable, save_checkpoint)
@@ -34,7 +34,7 @@ def emulator_checkpoint(cfg: TrainConfig) -> Path | None:
     write the emulator's checkpoint of it and return its path (None: nothing to convert)."""
     run = cfg.run
     paths = RunPaths(run.out_dir)
-    found = latest_complete(paths)
+    found = newest_intact(paths)
     own_file = latest_checkpoint(paths)
     if not run.resume or run.pipeline != "none" or found is None or (
             own_file is not None and checkpoint_step(own_file) >= found[0]):

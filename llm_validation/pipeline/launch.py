@@ -39,7 +39,8 @@ from typing import Any
 import torch
 
 from llm_validation.config import PIPELINE_KINDS, TrainConfig
-from llm_validation.pipeline.checkpoint import latest_complete
+from llm_validation.pipeline.checkpoint import (drop_checkpoints_after, latest_complete,
+                                                newest_intact)
 from llm_validation.pipeline.data_parallel import run_dp_replica
 from llm_validation.pipeline.devices import pipeline_backend
 from llm_validation.pipeline.faults import PipelineFailure, parse_fault
@@ -108,11 +109,12 @@ def _result(cfg: TrainConfig, start: int, wall: float) -> RunResult:
 def _prepare(cfg: TrainConfig, paths: RunPaths, write: bool) -> int:
     """Run-directory checks; returns the step to start from (``write``: rank 0's edits)."""
     run = cfg.run
-    found = latest_complete(paths) if run.resume else None
+    found = newest_intact(paths) if run.resume else None
     start = start_step(cfg, paths, found[0] if found is not None else None)
     if write:
         (paths.root / "logs").mkdir(parents=True, exist_ok=True)
         rewrite_metrics_before(paths.metrics, start)
+        drop_checkpoints_after(paths, start)   # damaged or incomplete: this run rewrites them
         stale = paths.root / "logs" / "result.json"
         if stale.exists():
             stale.unlink()

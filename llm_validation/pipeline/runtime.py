@@ -48,14 +48,16 @@ from llm_validation.provenance import environment
 from llm_validation.training.loop import resolve_device
 from llm_validation.training import host_syncs, stats
 from llm_validation.training.determinism import configure_numerics
+from llm_validation.training.flush import RowBuffer, first_nonfinite, flush_due
 from llm_validation.training.model import batch_loss
 from llm_validation.training.optim import lr_factor, set_lr
 from llm_validation.training.probe import StepProbe, observed_step
 
-__all__ = ["StageRun", "DIVERGED_KEY", "grouped_sends"]
+__all__ = ["StageRun", "FLUSH_KEY", "grouped_sends"]
 
-#: Rendezvous-store key holding the step whose training loss was non-finite.
-DIVERGED_KEY = "delaybound/diverged_step"
+#: Rendezvous-store key prefix of each flush's verdict (``<prefix>/<step>``: the first step
+#: with a non-finite training loss among the flushed ones, or -1), set by the last stage.
+FLUSH_KEY = "delaybound/flush"
 
 
 def grouped_sends(backend: str) -> bool:
@@ -101,7 +103,9 @@ class StageRun:
                                momentum_error_interval=run.momentum_error_interval)
         self.paths = RunPaths(run.out_dir)
         self.writer = self.collector = None
-        self.val_loss: dict[int, float] = {}
+        self.val_loss: dict[int, torch.Tensor] = {}   # last stage: at W(t), on the device
+        self.rows = RowBuffer()             # the steps since the last flush (device scalars)
+        self.last_flush = start - 1
         self.aux: dict[int, dict[str, Any]] = {}
         self.loaded: dict[str, Any] | None = None
         self.step_clock: list[float] = []   # stage 0: perf_counter() when each step begins
@@ -197,11 +201,12 @@ class StageRun:
         if self.timer is not None:
             self.timer.add("side", time.perf_counter() - t0, count=0)
 
-    def val_mean(self, losses: list[torch.Tensor]) -> float:
+    def val_mean(self, losses: list[torch.Tensor]) -> torch.Tensor:
         """Validation loss from this replica's microbatch losses (last stage): all replicas'
-        in the emulator's order (batch by batch), their float64 mean as ``loop.evaluate``."""
+        in the emulator's order (batch by batch), their float64 mean as ``loop.evaluate``
+        (a device tensor, read at the next flush)."""
         every = self.replicas.gather_losses(losses, per_batch=self.M)
-        return float(torch.stack([x.double() for x in every]).mean())
+        return torch.stack([x.double() for x in every]).mean()
 
     def gradient_pass(self, weights: dict[str, torch.Tensor], count: int,
                       data: list[torch.Tensor] | None
@@ -232,72 +237,87 @@ class StageRun:
     def optimizer_step(self, t: int, read_point: list[torch.Tensor], noise: Any,
                        other: list[torch.Tensor] | None = None,
                        f_other: torch.Tensor | None = None
-                       ) -> tuple[dict[str, float], float | None]:
+                       ) -> tuple[dict[str, Any], torch.Tensor | None]:
         """Step t with ``p.grad`` set (:func:`training.probe.observed_step`, the emulator's own
         step). Returns (partials, the loss of the pair's other point: f_x of the side pass on
-        the last stage of an active 2BW step, or ``f_other``), read from the device with one
-        copy: the stage's one host synchronisation of the step."""
+        the last stage of an active 2BW step, or ``f_other``), all on the device: nothing is
+        read here (:meth:`end_step` buffers them until the flush)."""
         set_lr(self.setup.opt, lr_factor(t, self.cfg.optim, self.N))
         aux = self.aux.pop(t, {})
         part = observed_step(self.probe, t, read_point=read_point,
                              other_grads=aux.get("other", other), big_grad=aux.get("big"),
                              noise=noise)
-        host = stats.to_host(part, f_pair=aux.get("f_x", f_other))
-        return host, host.pop("f_pair", None)
+        return part, aux.get("f_x", f_other)
 
-    def end_step(self, t: int, part: dict[str, float], loss: float | None,
-                 previous: dict[str, torch.Tensor], f_x: float | None = None,
-                 f_y: float | None = None) -> None:
-        """After step t: the checkpoint (if due; ``previous`` = the version W(t)), this stage's
-        message to stage 0, stage 0's rows and ``COMPLETE`` marker, a test fault (if set)."""
-        due = self.ckpt_due(t)
+    def flush_due(self, t: int) -> bool:
+        """Whether step t ends with a flush (``training.flush.flush_due``): every
+        ``log_interval`` steps, at checkpoint steps and at the last step."""
+        return flush_due(t, self.cfg.run.log_interval, self.N, self.ckpt_due(t))
+
+    def end_step(self, t: int, part: dict[str, Any], loss: torch.Tensor | None,
+                 previous: dict[str, torch.Tensor] | None, f_x: torch.Tensor | None = None,
+                 f_y: torch.Tensor | None = None) -> int | None:
+        """After step t: buffer the step's partials and scalars (device tensors); at a flush
+        read them all with ONE copy, settle divergence (:meth:`diverged_at`), then the
+        checkpoint (if due and no loss diverged; ``previous`` = the version W(t)), this
+        stage's message to stage 0, stage 0's rows and ``COMPLETE`` marker; a test fault (if
+        set). Returns the diverged step (every stage stops there) or None to go on."""
         self.weight_peak = max(self.weight_peak, self.weight_bytes())
-        if due:
-            self.checkpoint(t, previous)
-        self.report(t, part, loss, f_x=f_x, f_y=f_y)
-        host_syncs.mark(t)                    # tests: the step's window of host reads
-        if self.is_writer:
-            self.collector.write_through(t if due else t - 1, self.lr_of)
+        self.rows.add(t, part, loss=loss, f_x=f_x, f_y=f_y, val_loss=self.val_loss.pop(t, None))
+        d = None
+        if self.flush_due(t):
+            rows = self.rows.flush()          # the one host read of the steps since the last
+            d = self.diverged_at(t, rows)
+            due = self.ckpt_due(t) and d is None
             if due:
-                mark_complete(self.paths, t + 1, self.P, self.D, self.ctx.timeout_s)
+                self.checkpoint(t, previous)
+            self.report(t, rows, d)
+            if self.is_writer:
+                last = due or d is not None or t == self.N - 1
+                self.collector.write_through(t if last else self.last_flush, self.lr_of)
+                if due:
+                    mark_complete(self.paths, t + 1, self.P, self.D, self.ctx.timeout_s)
+            self.last_flush = t
+        host_syncs.mark(t)                    # tests: the step's window of host reads
         self.ctx.maybe_inject_fault(t)
+        return d
 
     # ------------------------------------------------------------------------ divergence
-    def flag_divergence(self, t: int) -> None:
-        """Last stage: the training loss of step t is non-finite; every stage stops before its
-        step t (it reads the flag before STEP t, which the dependency order allows)."""
-        self.ctx.store.set(DIVERGED_KEY, str(t))
+    def diverged_at(self, t: int, rows: list[dict[str, Any]]) -> int | None:
+        """The flush at step t settles divergence for every stage alike: the last stage(s)
+        publish the first step of ``rows`` with a non-finite loss (or -1) under a key of this
+        flush; the other stages wait for that key. In 2BW the key is already there (the last
+        stage's STEP t precedes every other stage's, and the gradient of the batch's last
+        microbatch is held until after it, ``defer_grad``); in the synchronous runtimes the
+        wait is the flush's only stall. Returns the diverged step or None."""
+        key = f"{FLUSH_KEY}/{t}"
+        if self.setup.is_last:
+            i = first_nonfinite(rows)
+            d = -1 if i is None else rows[i]["step"]
+            self.ctx.store.set(key, str(d))
+        else:
+            last = self.link.ranks[self.P - 1]
+            d = int(self.link.wait_key(key, last, f"the losses of the flush at step {t} "
+                                                   f"from stage {self.P - 1}").decode())
+        return None if d < 0 else d
 
-    def divergence(self, t: int, loss: float | None) -> str | None:
-        """Before step t: None to go on; else report the diverged step, write its row (stage 0)
-        and return the run's message."""
-        store = self.ctx.store
-        if not store.check([DIVERGED_KEY]):
-            return None
-        d = int(store.get(DIVERGED_KEY).decode())
-        if d != t:
-            raise RuntimeError(f"stage {self.s}: loss diverged at step {d}, seen at step {t}")
-        self.report(t, {}, loss, diverged=True)
-        if self.is_writer:
-            self.collector.write_through(t, self.lr_of)
-            loss = self.collector.last_row["loss"]
-        return diverged_message(loss, t)
+    def diverged_message(self, d: int) -> str:
+        """The run's message once every stage stopped at step d (stage 0 quotes the loss of
+        the diverged row it wrote; the others' messages are not reported)."""
+        row = self.collector.last_row if self.is_writer and self.collector.last_row else {}
+        return diverged_message(row.get("loss"), d)
 
-    def report(self, t: int, part: dict[str, float], loss: float | None,
-               f_x: float | None = None, f_y: float | None = None, diverged: bool = False) -> None:
-        """Send (or, on stage 0, keep) this stage's message of step t (replica 0 only: the
-        other replicas hold the same numbers)."""
+    def report(self, t: int, rows: list[dict[str, Any]], diverged: int | None) -> None:
+        """Send (or, on stage 0, keep) this stage's message of the flush at step t: its rows
+        (replica 0 only: the other replicas hold the same numbers)."""
         if self.d != 0:
             return
-        msg: dict[str, Any] = {"step": t, "partials": part}
-        if self.setup.is_last:
-            msg.update(loss=loss, val_loss=self.val_loss.pop(t, None), f_x=f_x, f_y=f_y)
-        if diverged:
-            msg["diverged"] = True
+        msg: dict[str, Any] = {"step": t, "rows": rows, "diverged": diverged}
         if self.s == 0:
             self.collector.add(t, msg)
         else:
-            self.link.send_message(msg, 0, f"the delivery of the statistics of step {t} to stage 0")
+            self.link.send_message(msg, 0, f"the delivery of the rows of steps up to {t} to "
+                                           "stage 0")
 
     def checkpoint(self, t: int, previous: dict[str, torch.Tensor] | None) -> None:
         """Save this stage's state after step t (``previous``: the version W(t) of 2BW), one
@@ -326,7 +346,9 @@ class StageRun:
                   "staged": {k: self.link.staged[k] + self.side.staged[k]
                              for k in self.link.staged}}
         final_val, stages_memory = None, [memory]
-        own = {"step": "final", "val_loss": self.val_loss.pop(self.N, None), "memory": memory}
+        final = self.val_loss.pop(self.N, None)
+        own = {"step": "final", "memory": memory,
+               "val_loss": None if final is None else stats.to_host({}, v=final)["v"]}
         if self.is_writer:
             if status == "completed":
                 final_val, msgs = self.collector.final(done, own)

@@ -26,7 +26,6 @@ gradients are averaged over its replicas (:mod:`llm_validation.pipeline.replicas
 
 from __future__ import annotations
 
-import math
 import time
 
 import torch
@@ -38,7 +37,7 @@ from llm_validation.pipeline.processes import WorkerContext
 from llm_validation.pipeline.replicas import pop_grads
 from llm_validation.pipeline.runtime import StageRun
 from llm_validation.training import stats
-from llm_validation.training.model import mean_loss
+from llm_validation.training.model import batch_loss
 
 __all__ = ["run_sync_stage", "SCHEDULES"]
 
@@ -178,15 +177,13 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
     setup, probe, M, N, dp = sr.setup, sr.probe, sr.M, sr.N, sr.replicas
     opt = setup.opt
     mb_losses: list[torch.Tensor] = []
-    step_loss: list[float] = []             # the step's loss (last stage), read once
+    step_loss: list[torch.Tensor] = []      # the step's loss (last stage), read at the flush
 
     def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         loss = setup.loss(out, target)
         mb_losses.append(loss.detach())
         if len(mb_losses) == M:
-            step_loss[:] = [mean_loss(dp.gather_losses(mb_losses))]
-            if not math.isfinite(step_loss[0]):
-                sr.flag_divergence(step)   # before the last backward, as in 2BW
+            step_loss[:] = [batch_loss(dp.gather_losses(mb_losses))]
         return loss / M
 
     schedule = _build_schedule(sr, loss_fn)
@@ -231,10 +228,6 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
         sr.step_clock.append(time.perf_counter())
         ctx.heartbeat()
         loss = step_loss[0] if setup.is_last else None
-        stop = sr.divergence(step, loss)
-        if stop is not None:
-            status, done, message = "diverged", step, stop
-            break
         if capture is not None:
             capture.on = False
         noise = dp.average(list(opt.params), M,
@@ -257,10 +250,13 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
         part, f_y = sr.optimizer_step(step, [p.detach() for p in opt.params], noise, other,
                                       f_other=f_y)
         have_pair = active and other is not None
-        sr.end_step(step, part, loss, previous=None, f_x=loss if have_pair else None,
-                    f_y=f_y if have_pair else None)
+        d = sr.end_step(step, part, loss, previous=None, f_x=loss if have_pair else None,
+                        f_y=f_y if have_pair else None)
         if sr.timer is not None:
             sr.timer.stop("step")
+        if d is not None:            # a loss of steps d..step was non-finite: stop (every stage)
+            status, done, message = "diverged", d, sr.diverged_message(d)
+            break
     else:
         sr.side_passes(N)                                 # final validation at W(N)
     if sr.timer is not None:

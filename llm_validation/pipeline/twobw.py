@@ -41,14 +41,17 @@ and data position, BEFORE sending the input gradient of batch t's last microbatc
 finishes STEP t only after every stage has saved, and it then writes the ``COMPLETE`` marker.
 Resume restarts the schedule at batch t+1 with a fresh warm-up; no number changes.
 
-Divergence: the last stage publishes a non-finite batch loss at step t in the rendezvous store;
-every stage reads it before its STEP t (it can, by the dependency order) and stops there, like
-the emulator (status ``diverged``, no step t, no final checkpoint).
+Divergence: the batch losses stay on the device; at each flush (every ``log_interval`` steps,
+checkpoint steps, the end; ``training.flush``) the last stage reads them with its partial sums
+in one copy and publishes the first non-finite step d (or none) in the rendezvous store
+before it sends the gradient of the batch's last microbatch (held back at flush steps), so
+every other stage finds the verdict when it reaches its own STEP of that batch. Every stage
+stops there, like the emulator: status ``diverged`` at step d, the rows up to d, no checkpoint
+after the divergence (the steps between d and the flush are computed and dropped).
 """
 
 from __future__ import annotations
 
-import math
 import time
 
 import torch
@@ -59,7 +62,7 @@ from llm_validation.pipeline.replicas import pop_grads
 from llm_validation.pipeline.runtime import StageRun
 from llm_validation.pipeline.schedule import schedule_2bw
 from llm_validation.training import stats
-from llm_validation.training.model import mean_loss
+from llm_validation.training.model import batch_loss
 
 __all__ = ["run_2bw_stage"]
 
@@ -83,7 +86,7 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
     captured: dict[int, list[list[torch.Tensor]]] = {}     # ordered dp: microbatch gradients
     batch_data: dict[int, list[torch.Tensor]] = {}
     mb_losses: dict[int, list[torch.Tensor]] = {}
-    losses: dict[int, float] = {}
+    losses: dict[int, torch.Tensor] = {}
     noise: dict[int, stats.MicrobatchGradVariance] = {}
     outcome = {"status": "completed", "done": N, "message": ""}
 
@@ -100,9 +103,7 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
         t = mb // M
         mb_losses.setdefault(t, []).append(loss.detach())
         if len(mb_losses[t]) == M:        # every replica's losses, in microbatch order
-            losses[t] = mean_loss(dp.gather_losses(mb_losses.pop(t)))
-            if not math.isfinite(losses[t]):
-                sr.flag_divergence(t)
+            losses[t] = batch_loss(dp.gather_losses(mb_losses.pop(t)))   # read at the flush
 
     def wants_noise(t: int) -> bool:
         return probe.active(t) and M * sr.D > 1
@@ -120,10 +121,6 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
     def on_step(a) -> bool:
         t = a.batch
         sr.step_clock.append(time.perf_counter())
-        message = sr.divergence(t, losses.get(t))
-        if message is not None:
-            outcome.update(status="diverged", done=t, message=message)
-            return False
         slot, other = versions[t % 2], versions[(t + 1) % 2]
         noise_t = dp.average([slot[n] for n in setup.names], M, captured=captured.pop(t, None),
                              noise=noise.pop(t, None), want_noise=wants_noise(t))
@@ -136,8 +133,11 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
                 p.data = slot[n].data                             # master: W(t) -> W(t+1)
         part, f_x = sr.optimizer_step(t, read_point, noise_t)
         loss = losses.pop(t, None)
-        sr.end_step(t, part, loss, previous=versions[(t + 1) % 2], f_x=f_x,
-                    f_y=loss if probe.active(t) else None)
+        d = sr.end_step(t, part, loss, previous=versions[(t + 1) % 2], f_x=f_x,
+                        f_y=loss if probe.active(t) else None)
+        if d is not None:            # a loss of steps d..t was non-finite: stop (every stage)
+            outcome.update(status="diverged", done=d, message=sr.diverged_message(d))
+            return False
         return True
 
     def after_step(a) -> None:
@@ -148,7 +148,7 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
     finished = sr.exec.run(
         schedule_2bw(sr.s, P, M, N, start), weights=lambda t: versions[t % 2],
         inputs=data_of, targets=data_of, scale=M, on_loss=on_loss, on_backward=on_backward,
-        on_step=on_step, after_step=after_step, defer_grad=sr.ckpt_due)
+        on_step=on_step, after_step=after_step, defer_grad=sr.flush_due)
     sr.finish(outcome["status"], outcome["done"], outcome["message"])
     if finished:
         sr.link.drain()

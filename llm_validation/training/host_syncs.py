@@ -15,7 +15,7 @@ window of a step: ``windows`` is the list of ``(step, reads, where)``, ``where``
 (file:line) of the reads, so a failing test names the line that added one.
 
 Stage processes count when ``DELAYBOUND_HOST_SYNCS=DIR`` is set: the worker enters a counter
-(:func:`install`), the stage runtime marks each step (:func:`mark`, a no-op otherwise) and
+(:func:`install`), the stage runtime and the emulated loop mark each step (:func:`mark`, a no-op otherwise) and
 the worker writes ``DIR/host_syncs_rank<r>.json`` (:func:`write`).
 """
 
@@ -29,7 +29,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["HOST_SYNCS_ENV", "HostSyncCounter", "install", "mark", "write", "read_counts"]
+__all__ = ["HOST_SYNCS_ENV", "HostSyncCounter", "install", "uninstall", "mark", "write",
+           "read_counts"]
 
 #: The environment variable naming the directory of the per-rank counts.
 HOST_SYNCS_ENV = "DELAYBOUND_HOST_SYNCS"
@@ -88,6 +89,14 @@ def install() -> HostSyncCounter:
     counter.__enter__()
     _active["counter"] = counter
     return counter
+
+
+def uninstall() -> None:
+    """Stop counting in this process (the installed counter keeps its windows)."""
+    counter = _active["counter"]
+    if counter is not None:
+        counter.__exit__(None, None, None)
+        _active["counter"] = None
 
 
 def mark(step: Any) -> None:

@@ -13,9 +13,11 @@ fixed validation batches every time; the closing evaluation on the first ``final
 of the stream when that is set). Statistics (``stats``) every ``stats_interval`` steps cost one
 extra forward/backward (the fresh gradient at W(t), or for tau = 0 the gradient at W(t-1)) and
 one dry-run optimizer step (restored exactly), and never change the trajectory.
-A non-finite loss stops the run: the row is written, status ``diverged``, message on stderr
-(the loss is read with the step's statistics after ``opt.step``, the step's one host
-synchronisation; the weights W(t+1) of a diverged step are dropped, never saved).
+A non-finite loss stops the run: the row is written, status ``diverged``, message on stderr.
+The step's scalars (loss, val loss, partial sums) stay on the device and are read every
+``run.log_interval`` steps, at checkpoint steps and at the end, in one copy
+(:mod:`llm_validation.training.flush`): the only host synchronisation of those steps. The
+divergence is found there; the weights after a diverged step are dropped, never saved.
 Pipeline runs are not this loop's: :func:`llm_validation.run.run` is the one place that chooses.
 Resuming (``cfg.run.resume``) loads the latest checkpoint and continues bitwise on CPU (no
 checkpoint in the directory is an error); only the fields in
@@ -41,8 +43,9 @@ from llm_validation.rundir import (MetricsWriter, RunPaths, RunResult, checkpoin
                                    rewrite_metrics_before, rng_state, save_checkpoint,
                                    set_rng_state, start_step, write_json)
 from llm_validation.provenance import environment
-from llm_validation.training import stats
+from llm_validation.training import host_syncs, stats
 from llm_validation.training.determinism import configure_numerics
+from llm_validation.training.flush import RowBuffer, flush_due
 from llm_validation.training.data import STREAM_LARGE, STREAM_VAL, WindowSampler, load_corpus
 from llm_validation.training.delay import DelayedOptimizer
 from llm_validation.training.model import Transformer, batch_loss, lm_loss
@@ -198,13 +201,14 @@ def train(cfg: TrainConfig, *, progress: bool = True,
 
     status, message, done = "completed", "", None
     every = max(1, run.steps // 20)
+    pending = RowBuffer()                   # the steps since the last flush, on the device
     with MetricsWriter(paths.metrics) as metrics:
         for step in range(start, run.steps):
             factor = lr_factor(step, cfg.optim, run.steps)
             set_lr(opt, factor)
             val_loss = None
-            if run.eval_interval and step % run.eval_interval == 0:
-                val_loss = evaluate(model, val_batches, run.microbatches, ctx)   # at W(t)
+            if run.eval_interval and step % run.eval_interval == 0:            # at W(t)
+                val_loss = eval_losses(model, val_batches, run.microbatches, ctx).mean()
             x, y = sampler.next()                                                # [B, T]
             if not corpus.byte_level:          # on the host copy: no device synchronisation
                 _check_vocab(y, cfg.model.vocab_size, f"training batch {step}")
@@ -232,27 +236,38 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                                      run.microbatches * run.large_batch_factor, ctx)
             part = observed_step(probe, step, read_point=read_point, other_grads=other,
                                  big_grad=big, noise=noise)                      # W(t+1)
-            # the step's one host synchronisation: loss, f(x), f(y) and every partial sum
-            part = stats.to_host(part, loss=loss_t, f_x=f_x, f_y=f_y)
-            loss, f_x, f_y = part.pop("loss"), part.pop("f_x", None), part.pop("f_y", None)
-            if not math.isfinite(loss):  # read after the step: W(t+1) is dropped, not saved
-                status, message, done = "diverged", diverged_message(loss, step), step
-                metrics.write(diverged_row(step, loss, val_loss, cfg.optim.lr * factor))
-                print(f"[train] {message}", file=sys.stderr, flush=True)
+            pending.add(step, part, loss=loss_t, f_x=f_x, f_y=f_y, val_loss=val_loss)
+            ckpt_due = bool(run.checkpoint_interval and (step + 1) % run.checkpoint_interval == 0)
+            if not flush_due(step, run.log_interval, run.steps, ckpt_due):
+                host_syncs.mark(step)
+                continue
+            # the flush: every buffered step's loss, f(x), f(y), val loss and partial sums in
+            # ONE host read (the only one of these steps); a non-finite loss stops the run at
+            # its step: its row is written, the later steps' rows and weights are dropped
+            for rec in pending.flush():
+                t, loss, vl = rec.pop("step"), rec.pop("loss"), rec.pop("val_loss", None)
+                lr = cfg.optim.lr * lr_factor(t, cfg.optim, run.steps)
+                if not math.isfinite(loss):
+                    status, message, done = "diverged", diverged_message(loss, t), t
+                    metrics.write(diverged_row(t, loss, vl, lr))
+                    print(f"[train] {message}", file=sys.stderr, flush=True)
+                    break
+                row = stats.finalize(rec, step=t, loss=loss, lr=lr, val_loss=vl,
+                                     microbatches=run.microbatches, f_x=rec.pop("f_x", None),
+                                     f_y=rec.pop("f_y", None))
+                row["tokens"] = (t + 1) * cfg.tokens_per_step
+                metrics.write(row)
+                if progress and (t % every == 0 or t == run.steps - 1):
+                    vs = f" val {vl:.4f}" if vl is not None else ""
+                    print(f"[train] step {t + 1}/{run.steps} loss {loss:.4f}{vs} lr {lr:.3g}",
+                          file=sys.stderr, flush=True)
+                if t == step and ckpt_due:
+                    checkpoint(step + 1)
+                if callback is not None:
+                    callback(t, row)
+            host_syncs.mark(step)
+            if status == "diverged":
                 break
-            row = stats.finalize(part, step=step, loss=loss, lr=cfg.optim.lr * factor,
-                                 val_loss=val_loss, microbatches=run.microbatches,
-                                 f_x=f_x, f_y=f_y)
-            row["tokens"] = (step + 1) * cfg.tokens_per_step
-            metrics.write(row)
-            if run.checkpoint_interval and (step + 1) % run.checkpoint_interval == 0:
-                checkpoint(step + 1)
-            if progress and (step % every == 0 or step == run.steps - 1):
-                vl = f" val {val_loss:.4f}" if val_loss is not None else ""
-                print(f"[train] step {step + 1}/{run.steps} loss {loss:.4f}{vl} "
-                      f"lr {cfg.optim.lr * factor:.3g}", file=sys.stderr, flush=True)
-            if callback is not None:
-                callback(step, row)
         done = opt.t if done is None else done
         final_val = None
         if status == "completed":

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from llm_validation.config import ModelConfig
 
-__all__ = ["Transformer", "Stage", "Block", "Rotary", "lm_loss", "batch_loss", "mean_loss", "param_kind", "stage_bounds"]
+__all__ = ["Transformer", "Stage", "Block", "Rotary", "lm_loss", "batch_loss", "param_kind", "stage_bounds"]
 
 
 class Rotary(nn.Module):
@@ -136,11 +136,6 @@ def batch_loss(losses: Sequence[Tensor]) -> Tensor:
     """The loss of a batch from its microbatch losses: their mean in float64 (every runtime),
     a tensor on their device (no host synchronisation)."""
     return torch.stack([x.detach() for x in losses]).double().mean()
-
-
-def mean_loss(losses: Sequence[Tensor]) -> float:
-    """:func:`batch_loss` as a Python float (reads it: one host synchronisation)."""
-    return float(batch_loss(losses))
 
 
 def param_kind(name: str, p: Tensor) -> str:

@@ -58,6 +58,7 @@ __all__ = [
     "momentum_partials",
     "MicrobatchGradVariance",
     "to_host",
+    "to_host_rows",
     "reduce_partials",
     "finalize",
 ]
@@ -94,13 +95,23 @@ def _zero(tensors: Sequence[Tensor]) -> Tensor | float:
 def to_host(part: Mapping[str, Any], **extra: Any) -> dict[str, float]:
     """The partials (device tensors or floats) and ``extra`` scalars (e.g. the loss) as Python
     floats with ONE device-to-host copy: the step's only host synchronisation for them."""
-    items = {**part, **{k: v for k, v in extra.items() if v is not None}}
-    keys = [k for k, v in items.items() if isinstance(v, Tensor)]
-    out = {k: float(v) for k, v in items.items() if not isinstance(v, Tensor)}
-    if keys:
-        values = torch.stack([items[k].detach().reshape(()).double() for k in keys]).tolist()
-        out.update(zip(keys, values))
-    return {k: out[k] for k in items}
+    return to_host_rows([{**part, **extra}])[0]
+
+
+def to_host_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+    """Several records (e.g. the buffered steps of a ``log_interval``) of scalars, device
+    tensors or floats (``None`` values dropped), as Python floats with ONE device-to-host copy;
+    each value read exactly as :func:`to_host` reads it (float64), so the rows are the same
+    bits whichever records travel together."""
+    items = [{k: v for k, v in r.items() if v is not None} for r in records]
+    where = [(i, k) for i, r in enumerate(items) for k, v in r.items() if isinstance(v, Tensor)]
+    out = [{k: float(v) for k, v in r.items() if not isinstance(v, Tensor)} for r in items]
+    if where:
+        values = torch.stack([items[i][k].detach().reshape(()).double() for i, k in where]
+                             ).tolist()
+        for (i, k), v in zip(where, values):
+            out[i][k] = v
+    return [{k: o[k] for k in r} for o, r in zip(out, items)]
 
 
 def _check(name: str, *lists: Sequence[Any]) -> None:

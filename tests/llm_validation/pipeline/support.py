@@ -17,6 +17,7 @@ from llm_validation.config import (
     TrainConfig,
 )
 from llm_validation.pipeline.checkpoint import latest_complete, load_global
+from llm_validation.run import run as run_launch
 from llm_validation.rundir import (
     RunPaths,
     latest_checkpoint,
@@ -60,6 +61,28 @@ def pipe_cfg(out: Path, corpus: str, *, pipeline: str, P: int = 1, M: int = 2, s
                          "eval_interval": 3, "eval_batches": 1, "stats_interval": 2,
                          "momentum_error_interval": 4, "checkpoint_interval": 2,
                          "out_dir": str(out), **run}))
+
+
+#: SGD with a learning rate that makes the MICRO run's loss non-finite within a few steps.
+DIVERGING_SGD = OptimConfig(name="sgd", lr=1e30, momentum=0.0, nesterov=False,
+                            weight_decay=0.0, schedule="constant")
+
+
+def assert_diverges_like_the_emulator(tmp_path: Path, pipeline: str, reference: str, *,
+                                      P: int, M: int, steps: int, before: int, **run):
+    """Run ``pipeline`` and its emulated ``reference`` with :data:`DIVERGING_SGD`: both
+    diverge at the same step (< ``before``) with the same message and rows. Returns the
+    pipeline's config."""
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline=pipeline, P=P, M=M, optim=DIVERGING_SGD,
+                   steps=steps, **run)
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline=reference, M=M,
+                           optim=DIVERGING_SGD, steps=steps))
+    got = run_launch(cfg)
+    assert ref.status == got.status == "diverged" and ref.steps < before
+    assert got.steps == ref.steps and got.message == ref.message
+    assert_same_run(got.run_dir, ref.run_dir, cfg, weights=False)
+    return cfg
 
 
 def emulate(cfg: TrainConfig):

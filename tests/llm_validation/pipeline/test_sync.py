@@ -8,6 +8,7 @@ import pytest
 
 from llm_validation.run import run as launch
 from tests.llm_validation.pipeline.support import (
+    assert_diverges_like_the_emulator,
     assert_same_run,
     emulate,
     pipe_cfg,
@@ -38,3 +39,20 @@ def test_sync_and_2bw_differ(tmp_path):
     sync = emulate(pipe_cfg(tmp_path / "s", corpus, pipeline="emulate-sync", M=2, steps=3))
     delayed = emulate(pipe_cfg(tmp_path / "d", corpus, pipeline="emulate-2bw", M=2, steps=3))
     assert sync.final_loss != delayed.final_loss
+
+
+@pytest.mark.parametrize("log_interval", [1, 3])
+def test_sync_divergence_stops_every_stage_at_the_diverged_step(tmp_path, log_interval):
+    """Stage 0 steps alongside the last stage here (no 2BW ordering): it waits at the flush for
+    the last stage's verdict, so both stop at the diverged step with the emulator's rows."""
+    assert_diverges_like_the_emulator(tmp_path, "1f1b", "emulate-sync", P=2, M=2, steps=8,
+                                      before=3, checkpoint_interval=0,
+                                      log_interval=log_interval)
+
+
+def test_sync_flush_every_k_steps_gives_the_same_run(tmp_path):
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="1f1b", P=2, M=2, steps=7,
+                   checkpoint_interval=4, log_interval=3)
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-sync", M=2, steps=7))
+    assert_same_run(launch(cfg).run_dir, ref.run_dir, cfg)

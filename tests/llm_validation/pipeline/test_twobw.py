@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from llm_validation.config import OptimConfig
 from llm_validation.run import run as launch
 from llm_validation.rundir import read_metrics
 from tests.llm_validation.pipeline.support import (
+    assert_diverges_like_the_emulator,
     assert_same_run,
     emulate,
     pipe_cfg,
@@ -69,17 +69,9 @@ def test_error_feedback_in_the_pipeline_equals_the_emulator(tmp_path, lam, level
 
 
 def test_divergence_stops_like_the_emulator(tmp_path):
-    corpus = small_corpus(tmp_path)
-    sgd = OptimConfig(name="sgd", lr=1e30, momentum=0.0, nesterov=False, weight_decay=0.0,
-                      schedule="constant")
-    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, optim=sgd, steps=8)
-    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=2, optim=sgd,
-                           steps=8))
-    got = launch(cfg)
-    assert ref.status == got.status == "diverged"
-    assert got.steps == ref.steps < 8 and got.message == ref.message
-    assert read_metrics(got.run_dir)[-1]["diverged"] is True
-    assert_same_run(got.run_dir, ref.run_dir, cfg, weights=False)
+    cfg = assert_diverges_like_the_emulator(tmp_path, "2bw", "emulate-2bw", P=2, M=2, steps=8,
+                                            before=8)
+    assert read_metrics(cfg.run.out_dir)[-1]["diverged"] is True
 
 
 def test_microbatches_below_stages_are_rejected_before_any_process_starts(tmp_path):
@@ -95,3 +87,24 @@ def test_existing_run_directory_is_refused(tmp_path):
     launch(cfg)
     with pytest.raises(ValueError, match="already holds a run"):
         launch(cfg)
+
+
+def test_a_flush_every_k_steps_gives_the_same_run(tmp_path):
+    """``log_interval = 4`` (rows read every 4 steps, at checkpoints and at the end): bitwise
+    the emulated run that reads every step."""
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=3, M=3, steps=7,
+                   checkpoint_interval=5, log_interval=4)
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=3, steps=7))
+    got = launch(cfg)
+    assert got.status == "completed" and got.final_val_loss == ref.final_val_loss
+    assert_same_run(got.run_dir, ref.run_dir, cfg)
+
+
+def test_divergence_found_at_a_later_flush_stops_at_the_diverged_step(tmp_path):
+    """The loss diverges before the first flush (step 4 of log_interval 5): every stage stops,
+    the rows, status and message are the emulator's, and no checkpoint holds later weights."""
+    assert_diverges_like_the_emulator(tmp_path, "2bw", "emulate-2bw", P=3, M=3, steps=10,
+                                      before=4, checkpoint_interval=0, log_interval=5)
+    ckpts = tmp_path / "pipe" / "checkpoints"
+    assert not ckpts.exists() or not any(ckpts.iterdir())

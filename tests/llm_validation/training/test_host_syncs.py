@@ -1,6 +1,7 @@
-"""At most one host synchronisation per step: the emulated loop reads loss and statistics
-with one copy; a pipeline stage reads its statistics with one copy (the last stage also reads
-its batch loss, for the divergence flag every stage checks before its step). Counted on CPU by
+"""At most one host synchronisation per step: the emulated loop and every pipeline stage
+(the last one included: its batch loss travels with its statistics) read the step's scalars
+with one copy at a flush (``RunConfig.log_interval``); with ``log_interval > 1`` the steps
+between flushes read nothing, with statistics on or off. Counted on CPU by
 :class:`llm_validation.training.host_syncs.HostSyncCounter`; the test fails on one added
 ``float(t)``."""
 
@@ -16,46 +17,81 @@ from llm_validation.training.loop import train
 from tests.llm_validation.helpers import MICRO
 from tests.llm_validation.pipeline.support import pipe_cfg, small_corpus
 
-#: Host reads per step allowed in the emulated loop (loss + statistics in one copy).
+#: Host reads allowed at a flush step of the emulated loop (every buffered step's loss and
+#: statistics in one copy).
 LOOP_READS = 1
-#: ... on a pipeline stage: its statistics in one copy; the last stage also reads the batch
-#: loss right after its last forward (the divergence flag must be set before any stage steps).
-STAGE_READS, LAST_STAGE_READS = 1, 2
+#: ... at a flush step of a pipeline stage, the last stage included (its batch loss is read
+#: with its statistics; the divergence verdict is settled at the flush).
+STAGE_READS, LAST_STAGE_READS = 1, 1
+#: Host reads allowed on a step that does not end with a flush (``log_interval > 1``).
+OFF_FLUSH_READS = 0
+#: The flush interval of the buffered cases (steps 2, 5 and the last flush; others read none).
+LOG_INTERVAL = 3
 
 
-def _loop_cfg(out, stats_interval: int) -> TrainConfig:
+def _loop_cfg(out, stats_interval: int, log_interval: int = 1) -> TrainConfig:
     return TrainConfig(
         model=MICRO, data=DataConfig(seq_len=16),
         optim=OptimConfig(name="muon", lr=0.02, schedule="constant"),
         delay=DelayConfig(tau=1, ef_lambda=1.0),
-        run=RunConfig(steps=5, batch_size=4, microbatches=2, eval_interval=0, eval_batches=1,
+        run=RunConfig(steps=7, batch_size=4, microbatches=2, eval_interval=0, eval_batches=1,
                       stats_interval=stats_interval, momentum_error_interval=2 * stats_interval,
-                      out_dir=str(out)))
+                      log_interval=log_interval, out_dir=str(out)))
 
 
 def _loop_reads(cfg: TrainConfig) -> list[tuple[int, int, list[str]]]:
-    """Windows of host reads per step (step 0's window also holds the set-up: skipped)."""
-    counter = host_syncs.HostSyncCounter()
-    with counter:
-        train(cfg, progress=False, callback=lambda step, row: counter.mark(step))
+    """Windows of host reads per step (the loop marks each step; step 0's window also holds
+    the set-up: skipped)."""
+    counter = host_syncs.install()
+    try:
+        train(cfg, progress=False)
+    finally:
+        host_syncs.uninstall()
     return counter.windows[1:]
 
 
-@pytest.mark.parametrize("interval", [0, 2])
-def test_the_loop_reads_the_device_once_per_step(tmp_path, interval):
-    windows = _loop_reads(_loop_cfg(tmp_path / "run", interval))
-    assert len(windows) == 4
-    # the momentum error (step 4 with interval 2) also reads each optimizer's step counter, a
-    # host tensor on every device: counted here (the counter cannot tell on CPU), not a sync
-    due = {4} if interval else set()
-    assert all(n == LOOP_READS for s, n, _ in windows if s not in due), windows
-    for s, n, where in windows:
-        if s in due:
-            rest = [w for w in where if not w.startswith("optim.py:")]
-            assert len(rest) == 1 and rest[0].startswith("stats.py:"), where  # stats.to_host
+def _momentum_steps(cfg: TrainConfig) -> set[int]:
+    """Steps with the momentum error: it also reads each optimizer's step counter, a host
+    tensor on every device; counted here (the counter cannot tell on CPU), not a sync."""
+    k = cfg.run.momentum_error_interval
+    return {t for t in range(cfg.run.steps) if k and t % k == 0}
 
 
-def test_an_added_float_is_caught(tmp_path, monkeypatch):
+def _flushes(cfg: TrainConfig) -> set[int]:
+    run = cfg.run
+    return {t for t in range(run.steps) if (t + 1) % run.log_interval == 0 or t == run.steps - 1}
+
+
+def _check_bounds(windows, steps, flushes, momentum, at_flush, where):
+    """``windows``: (step, reads, sites); ``steps``: the steps the bound covers."""
+    seen = {w[0] for w in windows}
+    assert steps <= seen, (where, steps - seen)
+    for s, n, sites in windows:
+        if s not in steps:
+            continue
+        own = [x for x in sites if not x.startswith("optim.py:")] if s in momentum else sites
+        bound = at_flush if s in flushes else OFF_FLUSH_READS
+        assert len(own) <= bound, (where, s, n, sites)
+        if s in flushes:
+            assert len(own) == 1 and own[0].startswith(("stats.py:", "flush.py:")), (where, s, sites)
+
+
+@pytest.mark.parametrize("interval,log_interval", [(0, 1), (2, 1), (0, LOG_INTERVAL),
+                                                   (2, LOG_INTERVAL)])
+def test_the_loop_reads_the_device_at_most_once_per_step(tmp_path, interval, log_interval):
+    cfg = _loop_cfg(tmp_path / "run", interval, log_interval)
+    windows = _loop_reads(cfg)
+    assert len(windows) == cfg.run.steps - 1
+    _check_bounds(windows, set(range(1, cfg.run.steps)), _flushes(cfg), _momentum_steps(cfg),
+                  LOOP_READS, "loop")
+    if log_interval > 1:       # the flushes are once per log_interval: the others read nothing
+        reading = {s for s, n, _ in windows if n}
+        assert reading <= _flushes(cfg) | _momentum_steps(cfg)
+        assert len(_flushes(cfg)) <= -(-cfg.run.steps // log_interval)
+
+
+@pytest.mark.parametrize("log_interval", [1, LOG_INTERVAL])
+def test_an_added_float_is_caught(tmp_path, monkeypatch, log_interval):
     grad_partials = stats.grad_partials
 
     def with_a_read(grads, geoms=None):
@@ -63,8 +99,12 @@ def test_an_added_float_is_caught(tmp_path, monkeypatch):
         return grad_partials(grads, geoms)
 
     monkeypatch.setattr(stats, "grad_partials", with_a_read)
-    windows = _loop_reads(_loop_cfg(tmp_path / "run", 2))
-    assert max(n for s, n, _ in windows if s != 4) == LOOP_READS + 1   # 4: momentum error
+    cfg = _loop_cfg(tmp_path / "run", 2, log_interval)
+    windows = _loop_reads(cfg)
+    with pytest.raises(AssertionError):
+        _check_bounds(windows, set(range(1, cfg.run.steps)), _flushes(cfg),
+                      _momentum_steps(cfg), LOOP_READS, "loop")
+    assert all(n >= 1 for s, n, _ in windows)    # every step now reads, flush or not
     assert any("test_host_syncs.py" in w for _, _, where in windows for w in where)
 
 
@@ -78,19 +118,21 @@ def test_the_counter_sees_every_kind_of_read():
     assert counter.windows[0][1] == 6
 
 
-@pytest.mark.parametrize("interval", [0, 2])
-def test_a_pipeline_stage_reads_the_device_once_per_step(tmp_path, monkeypatch, interval):
+@pytest.mark.parametrize("interval,log_interval", [(2, 1), (0, LOG_INTERVAL)])
+def test_a_pipeline_stage_reads_the_device_at_most_once_per_step(tmp_path, monkeypatch,
+                                                                 interval, log_interval):
     monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
     monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
     monkeypatch.setenv(host_syncs.HOST_SYNCS_ENV, str(tmp_path / "counts"))
     corpus = small_corpus(tmp_path)
-    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, steps=5,
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, steps=7,
                    eval_interval=0, checkpoint_interval=0, stats_interval=interval,
-                   momentum_error_interval=2 * interval)
+                   momentum_error_interval=2 * interval, log_interval=log_interval)
     assert launch(cfg).status == "completed"
     counts = host_syncs.read_counts(tmp_path / "counts")
     assert sorted(counts) == [0, 1]
+    steps = set(range(1, cfg.run.steps - 1))     # no set-up, no final checkpoint
     for rank, bound in ((0, STAGE_READS), (1, LAST_STAGE_READS)):
-        steps = [w for w in counts[rank] if 0 < w["step"] < cfg.run.steps - 1]   # no set-up,
-        assert len(steps) == cfg.run.steps - 2                            # no final checkpoint
-        assert all(w["reads"] <= bound for w in steps), (rank, steps)
+        windows = [(w["step"], w["reads"], w["where"]) for w in counts[rank]]
+        _check_bounds(windows, steps, _flushes(cfg), _momentum_steps(cfg), bound,
+                      f"rank {rank}")
