@@ -10,7 +10,9 @@ Algorithm (replica d of D; batch t of B sequences cut into D*M microbatches, rep
     with opt.delayed_weights():                     # parameters hold W(max(t - tau, 0))
         for j in range(M):                          # this replica's microbatches, in order
             (lm_loss(model(x_j), y_j) / M).backward()
-    p.grad <- average over the D replicas           # pipeline.replicas (allreduce | ordered)
+    p.grad <- average over the D replicas           # pipeline.replicas (allreduce | ordered);
+                                                    #   allreduce: buckets launched during the
+                                                    #   backward (pipeline.grad_buckets)
     opt.step(); opt.zero_grad()                     # base step on W(t), then EF
 
 Assumptions: every replica starts from the same seed and applies the same averaged gradient,
@@ -85,7 +87,7 @@ class DataParallelRun(StageRun):
             grads = self.replicas.fold(captured, params)
         else:
             grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-            self.replicas.reduce(grads)
+            grads = self.replicas.reduce(grads)
         for p, g in zip(params, saved):
             p.grad = g
         return grads, mean_loss(self.replicas.gather_losses(losses))
@@ -118,6 +120,7 @@ def run_dp_replica(ctx: WorkerContext, cfg: TrainConfig, start: int,
     sr = DataParallelRun(ctx, cfg, start, dp_mode)
     setup, probe, M, N, dp, opt = sr.setup, sr.probe, sr.M, sr.N, sr.replicas, sr.setup.opt
     params = sr.params
+    buckets = sr.grad_buckets(params)      # None: D = 1, ordered, or overlap off
     sr.loaded = None
     status, done, message = "completed", N, ""
     t0 = time.perf_counter()
@@ -131,6 +134,8 @@ def run_dp_replica(ctx: WorkerContext, cfg: TrainConfig, start: int,
         observe = (lambda: captured.append(pop_grads(params))) if dp.ordered else \
             (noise.observe if noise is not None else None)
         xs, ys = setup.pairs("train", step)
+        if buckets is not None:
+            buckets.arm(M)                # each parameter's M-th accumulation is its last
         with opt.delayed_weights():                               # W(t - tau)
             local = sr.microbatches(xs, ys, M, observe)
         sr.step_clock.append(time.perf_counter())
@@ -139,10 +144,12 @@ def run_dp_replica(ctx: WorkerContext, cfg: TrainConfig, start: int,
             sr.flag_divergence(step)
         stop = sr.divergence(step, loss)
         if stop is not None:
+            if buckets is not None:
+                buckets.discard()
             status, done, message = "diverged", step, stop
             break
         noise = dp.average(params, M, captured=captured if dp.ordered else None, noise=noise,
-                           want_noise=want_noise)
+                           want_noise=want_noise, buckets=buckets)
         read_point = opt.read_weights() if active else []
         other = f_y = None
         if active and probe.tau == 0:     # the pair (W(t), W(t-1)), same batch

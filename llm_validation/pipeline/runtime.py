@@ -38,7 +38,8 @@ from llm_validation.pipeline.executor import StageExecutor, detached_leaves
 from llm_validation.pipeline.metrics import MetricsCollector
 from llm_validation.pipeline.processes import WorkerContext
 from llm_validation.pipeline.profile import ActionTimer, write_stage_profile
-from llm_validation.pipeline.replicas import Replicas, pop_grads
+from llm_validation.pipeline.grad_buckets import GradBuckets
+from llm_validation.pipeline.replicas import Replicas, backward_order, pop_grads
 from llm_validation.pipeline.reshard import globalize, localize
 from llm_validation.pipeline.schedule import STEP, schedule_2bw
 from llm_validation.pipeline.stage import StageSetup, stage_param_names
@@ -155,6 +156,13 @@ class StageRun:
             seen[st.data_ptr()] = st.nbytes()
         return sum(seen.values())
 
+    def grad_buckets(self, tensors: list[torch.Tensor]) -> GradBuckets | None:
+        """The overlapped data-parallel all-reduce of ``tensors`` (this stage's leaves in
+        ``setup.names`` order: the master parameters or a weight version), or None
+        (:meth:`llm_validation.pipeline.replicas.Replicas.buckets`)."""
+        module_names = [n for n, _ in self.setup.module.named_parameters()]
+        return self.replicas.buckets(tensors, backward_order(self.setup.names, module_names))
+
     def lr_of(self, step: int) -> float:
         return self.cfg.optim.lr * lr_factor(step, self.cfg.optim, self.N)
 
@@ -212,7 +220,7 @@ class StageRun:
         tensor, read with the step's statistics)."""
         if not self.replicas.ordered:
             grads, losses = self.exec.gradient_pass(weights, count, data)
-            self.replicas.reduce(grads)
+            grads = self.replicas.reduce(grads)
         else:   # the executor's gradient_pass, keeping each microbatch's gradient apart
             leaves = [weights[n] for n in self.setup.names]
             captured: list[list[torch.Tensor]] = []

@@ -19,9 +19,11 @@ kept for the logged loss. Torch's schedules wait on their p2p ops with the proce
 deadline (``timeout_s``); a failure there is reported as a lost/timed-out neighbour.
 
 With D data-parallel replicas each pipeline row runs its own schedule on its ``pp`` group
-(``PipelineStage(group=...)``) over its share of the batch; after ``schedule.step`` the stage's
-gradients are averaged over its replicas (:mod:`llm_validation.pipeline.replicas`; in the
-``ordered`` mode a post-accumulate-grad hook keeps each microbatch's gradient apart).
+(``PipelineStage(group=...)``) over its share of the batch; the stage's gradients are averaged
+over its replicas (:mod:`llm_validation.pipeline.replicas`): bucketed all-reduces launched by
+post-accumulate-grad hooks once a bucket's parameters have accumulated their M-th microbatch
+gradient, inside ``schedule.step`` (:mod:`llm_validation.pipeline.grad_buckets`), waited for
+before the step; in the ``ordered`` mode a hook keeps each microbatch's gradient apart.
 """
 
 from __future__ import annotations
@@ -192,6 +194,7 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
     schedule = _build_schedule(sr, loss_fn)
     trigger = _NoiseTrigger(list(opt.params))
     capture = _Capture(list(opt.params)) if dp.ordered else None
+    buckets = sr.grad_buckets(list(opt.params))      # None: D = 1, ordered, or overlap off
     prof = _SyncTimer(sr.timer, setup.module, list(opt.params)) if sr.timer is not None else None
     status, done, message = "completed", N, ""
     if sr.timer is not None:
@@ -206,6 +209,8 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
         trigger.target, trigger.count = noise, 0
         if capture is not None:
             capture.on = True
+        if buckets is not None:
+            buckets.arm(M)           # the M-th accumulation of each parameter is its last
         batch = sr.data("train", step)
         whole = torch.cat(batch) if batch is not None else None
         mb_losses.clear()
@@ -233,13 +238,15 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
         loss = step_loss[0] if setup.is_last else None
         stop = sr.divergence(step, loss)
         if stop is not None:
+            if buckets is not None:
+                buckets.discard()
             status, done, message = "diverged", step, stop
             break
         if capture is not None:
             capture.on = False
         noise = dp.average(list(opt.params), M,
                            captured=capture.microbatches() if capture is not None else None,
-                           noise=noise, want_noise=want_noise)
+                           noise=noise, want_noise=want_noise, buckets=buckets)
         other = big = f_y = None
         t_side = time.perf_counter()
         if active:   # tau = 0: the pair's other point is W(t-1), on the same batch
