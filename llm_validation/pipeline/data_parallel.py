@@ -95,7 +95,8 @@ class DataParallelRun(StageRun):
     def side_passes(self, t: int) -> None:
         """At W(t): the validation loss (if due); for tau > 0 on active steps the fresh
         gradient at W(t) and the large-batch gradient (tau = 0 takes its own in the step)."""
-        t0 = time.perf_counter()
+        if self.timer is not None:
+            self.timer.start("side")
         setup = self.setup
         if self.eval_due(t):
             xs, ys = setup.pairs("val")
@@ -110,8 +111,11 @@ class DataParallelRun(StageRun):
             self.aux[t] = {"other": grads, "f_x": f_x}
             if self.probe.momentum_due(t):
                 self.aux[t]["big"], _ = self.local_gradient(None, *setup.pairs("large", t))
-        if self.timer is not None and t < self.N:
-            self.timer.add("side", time.perf_counter() - t0, count=0)
+        if self.timer is not None:       # the final validation at W(N) is not a step's
+            if t < self.N:
+                self.timer.stop("side", count=0)
+            else:
+                self.timer.cancel("side")
 
 
 def run_dp_replica(ctx: WorkerContext, cfg: TrainConfig, start: int,

@@ -24,7 +24,6 @@ largest count seen after any step is reported per stage in ``logs/result.json``.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 import torch
@@ -95,7 +94,7 @@ class StageRun:
                       staging=host_staging(ctx.backend, device))
         self.link = StageLink(group=mesh.pp_group, **common)
         self.side = StageLink(group=ctx.side_group, **common)
-        self.timer = ActionTimer() if run.profile else None
+        self.timer = ActionTimer.for_device(device) if run.profile else None
         self.exec = StageExecutor(setup, self.link, self.side, ctx.heartbeat, self.timer)
         self.probe = StepProbe(setup.opt, setup.geoms, tau=tau,
                                stats_interval=run.stats_interval,
@@ -189,7 +188,8 @@ class StageRun:
         """At W(t) = master: the validation loss (if due) and the statistics' extra gradients
         (if step t is active and tau = 1; the synchronous runtime takes its own). Timed as
         ``side`` with ``--profile`` (the final validation at W(N) included)."""
-        t0 = time.perf_counter()
+        if self.timer is not None:
+            self.timer.start("side")
         run, master = self.cfg.run, self.setup.master()
         if self.eval_due(t):
             losses = self.exec.forward_pass(master, run.eval_batches * self.M, self.data("val"))
@@ -203,7 +203,7 @@ class StageRun:
                 self.aux[t]["big"], _ = self.gradient_pass(detached_leaves(master), k,
                                                            self.data("large", t))
         if self.timer is not None:
-            self.timer.add("side", time.perf_counter() - t0, count=0)
+            self.timer.stop("side", count=0)
 
     def val_mean(self, losses: list[torch.Tensor]) -> float:
         """Validation loss from this replica's microbatch losses (last stage): all replicas'
