@@ -50,6 +50,7 @@ from typing import Any, Sequence
 import torch
 
 from llm_validation.rundir import read_json, write_json
+from llm_validation.training.model import stage_activation_dtype
 
 __all__ = ["ActionTimer", "HostClock", "CudaEventClock", "clock_for", "WARMUP_STEPS", "PROFILE_FILE", "PROFILE_SCHEMA", "PROFILE_VERSION",
            "write_stage_profile", "merge_stage_profiles", "steady_step_time"]
@@ -57,9 +58,6 @@ __all__ = ["ActionTimer", "HostClock", "CudaEventClock", "clock_for", "WARMUP_ST
 #: Steps left out of the measured step time: the first steps include the pipeline fill, lazy
 #: allocations and the forkserver's first imports, none of which recur in steady state.
 WARMUP_STEPS = 3
-#: Activations travel between stages in the master weights' dtype (float32, also under bf16
-#: autocast: the stage output is cast back before the send).
-ACTIVATION_BYTES_PER_VALUE = 4
 #: The file, its schema name and version (one definition; the simulator reads them from here).
 PROFILE_FILE = "profile.json"
 PROFILE_SCHEMA = "delaybound.profile"
@@ -216,7 +214,9 @@ def merge_stage_profiles(run_dir: str | Path, cfg: Any, step_clock: Sequence[flo
 
 
 def act_bytes(cfg: Any) -> int:
-    """Bytes of one activation ``h[B/M, T, C]`` sent between stages."""
+    """Bytes of one activation ``h[B/M, T, C]`` sent between stages: float32 (the residual
+    stream), or bf16 with compute boundaries under bf16 autocast (``ModelConfig.boundary_dtype``)."""
     run = cfg.run
+    dtype = stage_activation_dtype(cfg.model, run.dtype, torch.float32)
     return run.batch_size // run.microbatches * cfg.data.seq_len * cfg.model.d_model \
-        * ACTIVATION_BYTES_PER_VALUE
+        * dtype.itemsize
