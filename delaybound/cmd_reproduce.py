@@ -135,7 +135,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             raise ValueError("--device cuda: no CUDA device is available here")
     from llm_validation.claims.ledger import FIGURES_DIR, RUNS_DIR, assemble, write_ledger
     from llm_validation.claims.plan import execute
-    from llm_validation.claims.stages import LEVELS_WIRED, extension_seeds, lr_stage
+    from llm_validation.claims.stages import extension_seeds, lr_stage
     threads = _threads(args)
     runs_dir = os.path.join(args.out, RUNS_DIR)
     errors: list[str] = []
@@ -155,17 +155,17 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if not args.quiet:
         print("[reproduce] stage 2/3: the claims' runs", file=sys.stderr, flush=True)
     summary = train(plan)
-    results = assemble(plan, args.out)
+    results = assemble(plan, args.out, policy=policy)
     exts = [] if plan.quick else extension_seeds(results, policy, len(plan.seeds))
-    if LEVELS_WIRED and any(e.seeds for e in exts):
+    if any(e.seeds for e in exts):
         if not args.quiet:
             print("[reproduce] stage 3/3: extra seeds", file=sys.stderr, flush=True)
         plan = _plan(args, measure=False, scale=scale, cost_model=plan.cost_model,
                      claim_seeds={e.claim_id: tuple(range(e.seeds)) for e in exts if e.seeds})
         summary = train(plan)
-        results = assemble(plan, args.out)
+        results = assemble(plan, args.out, policy=policy)
     doc = write_ledger(plan, results, args.out, summary,
-                       seeds_policy={**policy.to_dict(), "levels_wired": LEVELS_WIRED,
+                       seeds_policy={**policy.to_dict(),
                                      "extensions": [e.to_dict() for e in exts]})
     if args.json:
         print_json(doc)

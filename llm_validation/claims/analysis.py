@@ -45,10 +45,13 @@ ANALYSES: dict[str, Callable[[Claim, ClaimData], ClaimResult]] = {
 }
 
 
-def analyse(claim: Claim, data: ClaimData) -> ClaimResult:
-    """The claim's result on its runs (quick-marked for a ``--quick`` plan)."""
+def analyse(claim: Claim, data: ClaimData, level: float | None = None) -> ClaimResult:
+    """The claim's result on its runs (quick-marked for a ``--quick`` plan), every check
+    decided at interval ``level`` (None: each check's own, 95%)."""
     if claim.id not in ANALYSES:
         raise ValueError(f"no analysis for claim {claim.id!r}")
     res = ANALYSES[claim.id](claim, data)
+    if level is not None:
+        res = res.at_level(level)
     res = res.with_arms(arm_table(data), tuple(data.run_names()))
     return res.as_quick() if data.quick else res

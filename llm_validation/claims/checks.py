@@ -24,7 +24,10 @@ Kinds (``KINDS``; a new kind is one decision function registered in ``_DECIDE``)
 - ``all`` / ``most`` (``parts``): all pass / a strict majority passes (fail: any part fails /
   a majority can no longer pass).
 
-Every status needs at least ``MIN_SEEDS`` seeds; with fewer it is inconclusive. The seeds an
+Every interval is taken at ``params["level"]`` (default 95%); :func:`at_level` decides a check
+again at another level from its stored numbers (the ledger's seeds policy decides every check
+at its look's level, :mod:`llm_validation.claims.sequential`). Every status needs at least
+``MIN_SEEDS`` seeds; with fewer it is inconclusive. The seeds an
 inconclusive per-seed check would need (50% and 80% power at the measured spread) are in
 :mod:`llm_validation.claims.seeds`.
 """
@@ -36,17 +39,23 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from llm_validation.validation.contrast import contrast, contrast_interval
-from llm_validation.validation.inference import Interval
+from llm_validation.validation.inference import DEFAULT_LEVEL, Interval, level_text
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, MIN_SEEDS, PASS, decide
 
 __all__ = ["Check", "KINDS", "SEED_KINDS", "GROUP_KINDS", "PART_KINDS", "make", "diff", "aggregate",
-           "not_measured", "recheck", "decide_samples", "number", "seeds_of"]
+           "not_measured", "recheck", "decide_samples", "number", "seeds_of", "level_of", "at_level",
+           "with_missing"]
 
 #: Kinds decided on one per-seed sample, on per-group samples, and on parts.
 SEED_KINDS = ("side", "equivalence", "differs", "not_better")
 GROUP_KINDS = ("same_sign", "no_consistent_effect", "divergence")
 PART_KINDS = ("all", "most")
 KINDS = SEED_KINDS + GROUP_KINDS + PART_KINDS
+
+
+def level_of(params: Mapping[str, Any]) -> float:
+    """The interval level a check decides at (``params["level"]``, default 95%)."""
+    return float(params.get("level", DEFAULT_LEVEL))
 
 
 def number(x: float) -> float | str:
@@ -123,7 +132,7 @@ def _side(iv: Interval, n: int, p: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _margin_text(iv: Interval) -> str:
-    return f"{iv.level:.0%} interval [{iv.lo:.4g}, {iv.hi:.4g}]"
+    return f"{level_text(iv.level)} interval [{iv.lo:.4g}, {iv.hi:.4g}]"
 
 
 def _inside(iv: Interval, w: float) -> bool:
@@ -162,15 +171,16 @@ _SAMPLE_RULES: dict[str, Callable[[Interval, int, Mapping[str, Any]], tuple[str,
 
 def decide_samples(kind: str, samples: Mapping[int, float], params: Mapping[str, Any]
                    ) -> tuple[str, str, Interval]:
-    """(status, reason, paired t interval) of a seed kind on per-seed ``samples``."""
-    iv = contrast_interval(samples)
+    """(status, reason, paired t interval at ``params``' level) of a seed kind on ``samples``."""
+    iv = contrast_interval(samples, level_of(params))
     status, reason = _SAMPLE_RULES[kind](iv, len(samples), params)
     return status, reason, iv
 
 
 # ------------------------------------------------------------------ decisions on groups
-def _group_ivs(inputs: Mapping[str, Mapping[int, float]]) -> tuple[dict[str, Interval], int]:
-    ivs = {k: contrast_interval(v) for k, v in inputs.items() if v}
+def _group_ivs(inputs: Mapping[str, Mapping[int, float]], level: float
+              ) -> tuple[dict[str, Interval], int]:
+    ivs = {k: contrast_interval(v, level) for k, v in inputs.items() if v}
     return ivs, min((len(v) for v in inputs.values()), default=0)
 
 
@@ -178,10 +188,10 @@ def _ivs_text(ivs: Mapping[str, Interval]) -> str:
     return "; ".join(f"{k}: [{iv.lo:.4g}, {iv.hi:.4g}]" for k, iv in ivs.items())
 
 
-def _sides(inputs) -> tuple[tuple[str, str] | None, dict[str, Interval], set[str], set[str]]:
+def _sides(inputs, p) -> tuple[tuple[str, str] | None, dict[str, Interval], set[str], set[str]]:
     """What the group kinds share: (an inconclusive result to return at once, or None; the
     per-group intervals; the groups whose interval lies above 0; below 0)."""
-    ivs, n = _group_ivs(inputs)
+    ivs, n = _group_ivs(inputs, level_of(p))
     early = None
     if len(ivs) < len(inputs) or len(inputs) < 2:
         early = INCONCLUSIVE, f"not measured for {sorted(set(inputs) - set(ivs))}"
@@ -192,7 +202,7 @@ def _sides(inputs) -> tuple[tuple[str, str] | None, dict[str, Interval], set[str
 
 
 def _same_sign(inputs, p) -> tuple[str, str]:
-    early, ivs, above, below = _sides(inputs)
+    early, ivs, above, below = _sides(inputs, p)
     if early:
         return early
     if above and below:
@@ -203,7 +213,7 @@ def _same_sign(inputs, p) -> tuple[str, str]:
 
 
 def _no_consistent_effect(inputs, p) -> tuple[str, str]:
-    early, ivs, above, below = _sides(inputs)
+    early, ivs, above, below = _sides(inputs, p)
     if early:
         return early
     widths = {k: float(w) for k, w in p["widths"].items()}
@@ -293,6 +303,39 @@ def aggregate(label: str, kind: str, parts: Sequence[Check]) -> Check:
     seeds = [c.n_seeds for c in parts if c.n_seeds > 0]
     return Check(label=label, kind=kind, status=status, reason=reason,
                  n_seeds=min(seeds) if seeds else 0, parts=tuple(parts))
+
+
+def with_missing(check: Check, missing: str) -> Check:
+    """``check`` with the runs it lacks recorded (``params["missing"]``) and named in its
+    reason while it is inconclusive (kept through :func:`at_level`)."""
+    if not missing:
+        return check
+    params = {**check.params, "missing": missing}
+    reason = check.reason
+    if check.status == INCONCLUSIVE and not reason.endswith(f"(missing: {missing})"):
+        reason = f"{reason} (missing: {missing})"
+    return Check(**{**check.__dict__, "params": params, "reason": reason})
+
+
+def at_level(c: Check, level: float) -> Check:
+    """``c`` decided again with every interval at ``level`` (its parts too), from the numbers it
+    stores; ``params["level"]`` records it (so :func:`recheck` decides at it as well)."""
+    if not 0 < level < 1:
+        raise ValueError(f"at_level: level={level!r} must be in (0, 1)")
+    params = {**c.params, "level": level}
+    if c.kind in PART_KINDS:
+        out = aggregate(c.label, c.kind, tuple(at_level(p, level) for p in c.parts))
+        out = Check(**{**out.__dict__, "params": params})
+    elif c.kind in SEED_KINDS and c.samples:
+        status, reason, iv = decide_samples(c.kind, c.samples, params)
+        out = Check(**{**c.__dict__, "status": status, "reason": reason, "interval": iv,
+                       "params": params})
+    elif c.kind in GROUP_KINDS and c.inputs:
+        status, reason = _GROUP_RULES[c.kind](c.inputs, params)
+        out = Check(**{**c.__dict__, "status": status, "reason": reason, "params": params})
+    else:                                    # not measured: nothing to decide
+        return Check(**{**c.__dict__, "params": params})
+    return with_missing(out, str(c.params.get("missing", "")))
 
 
 # ------------------------------------------------------------------ from claims.json

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from llm_validation.claims.checks import Check
+from llm_validation.claims.checks import Check, at_level
 from llm_validation.claims.claim import Claim, Statement
 from llm_validation.claims.seeds import with_seeds_needed
 from llm_validation.claims.statements import PAPER, THEORY
@@ -89,6 +89,14 @@ class ClaimResult:
     def with_arms(self, arms: Mapping[str, Any], runs: tuple[str, ...]) -> "ClaimResult":
         return ClaimResult(**{**self.__dict__, "arms": arms, "runs": runs})
 
+    def at_level(self, level: float) -> "ClaimResult":
+        """Every statement decided again at interval level ``level``
+        (:func:`~llm_validation.claims.checks.at_level`), the claim's status derived again."""
+        stmts = tuple(StatementResult(statement=s.statement,
+                                      check=with_seeds_needed(at_level(s.check, level)))
+                      for s in self.statements)
+        return ClaimResult(**{**self.__dict__, **_derived(stmts), "statements": stmts})
+
     def as_quick(self) -> "ClaimResult":
         """Quick runs are not evidence: every status inconclusive, the would-be status kept in
         the reason."""
@@ -127,9 +135,13 @@ def result(claim: Claim, checks: Mapping[str, Check], **kw: Any) -> ClaimResult:
         raise ValueError(f"claim {claim.id}: checks for {sorted(checks)}, statements {ids}")
     stmts = tuple(StatementResult(statement=s, check=with_seeds_needed(checks[s.id]))
                   for s in claim.statements)
+    return ClaimResult(id=claim.id, statements=stmts, **_derived(stmts), **kw)
+
+
+def _derived(stmts: tuple[StatementResult, ...]) -> dict[str, Any]:
+    """The claim's status, reason and seed count from its statements (the claim rule)."""
     deciding = [s for s in stmts if s.statement.section == PAPER] or list(stmts)
     status, reason = combine([(s.status, f"{s.statement.id}: {s.check.reason}")
                               for s in deciding])
     seeds = [s.check.n_seeds for s in deciding if s.check.n_seeds > 0]
-    return ClaimResult(id=claim.id, status=status, reason=reason, statements=stmts,
-                       n_seeds=min(seeds) if seeds else 0, **kw)
+    return {"status": status, "reason": reason, "n_seeds": min(seeds) if seeds else 0}

@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from llm_validation.claims.sequential import DEFAULT_POLICY, SeedPolicy
 from llm_validation.claims.analysis import analyse
 from llm_validation.claims.data import ClaimData
 from llm_validation.claims.decisions import ClaimResult
@@ -41,13 +42,17 @@ GAP_DEFINITION = ("gap = final validation loss (at the final weights, same fixed
                   "condition and seed; intervals are 95% over seeds")
 
 
-def assemble(plan: Plan, out: str | Path, figures: bool = True) -> list[ClaimResult]:
-    """Analyse every claim of ``plan`` on ``<out>/runs`` and draw its figure."""
+def assemble(plan: Plan, out: str | Path, figures: bool = True,
+             policy: SeedPolicy | None = DEFAULT_POLICY) -> list[ClaimResult]:
+    """Analyse every claim of ``plan`` on ``<out>/runs`` and draw its figure. Each claim's
+    checks decide at the seeds ``policy``'s level for the look its seed count is at
+    (:meth:`~llm_validation.claims.sequential.SeedPolicy.level_at`; None: 95%, one look)."""
     out = Path(out)
     results = []
     for claim in plan.claims:
         data = ClaimData(claim, plan, out / RUNS_DIR)
-        res = analyse(claim, data)
+        level = policy.level_at(len(data.seeds)) if policy is not None else None
+        res = analyse(claim, data, level)
         if figures:
             path = draw(claim, data, res, out / FIGURES_DIR)
             res = res.with_plot(f"{FIGURES_DIR}/{path.name}" if path else None)
@@ -92,11 +97,8 @@ def _stages_md(stages: Mapping[str, Any]) -> list[str]:
         lines += [f"Seeds policy (stage 3): two looks, first {pol['first']} seeds, then up to "
                   f"{pol['max_seeds']} for checks the measured spread says would be decided "
                   f"(power {pol['power']:.0%}), alpha {pol['alpha']:g} split "
-                  f"{pol['level1']:.3f} / {pol['level2']:.3f}."
-                  + ("" if pol.get("levels_wired") else
-                     " **Not applied in this checkout**: the checks decide at 95% at both "
-                     "looks, which would not keep the error rate; only the needs are shown."),
-                  ""]
+                  f"{pol['level1']:.3f} / {pol['level2']:.3f}: every check of this ledger "
+                  "decides at its look's level.", ""]
         for e in pol.get("extensions", []):
             needs = "; ".join(f"{k}: {'more than 1000 / on the boundary' if v is None else v}"
                               for k, v in e["needs"].items())

@@ -14,13 +14,12 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from llm_validation.claims.checks import Check
+from llm_validation.claims.checks import Check, with_missing
 from llm_validation.claims.data import ClaimData
 from llm_validation.claims.regime import EQUIV_REL, nats_threshold
 from llm_validation.validation.contrast import ratio_interval
 from llm_validation.validation.inference import Interval, t_interval
 from llm_validation.validation.runs import RunRecord
-from llm_validation.validation.verdict import INCONCLUSIVE
 
 __all__ = ["need", "interval_of", "gap_interval", "mean_gap", "gap_ratio_interval", "margin",
            "margin_text", "trend_records"]
@@ -28,10 +27,7 @@ __all__ = ["need", "interval_of", "gap_interval", "mean_gap", "gap_ratio_interva
 
 def need(check: Check, d: ClaimData, *keys: str) -> Check:
     """``check`` with the missing runs of ``keys`` added to its reason when inconclusive."""
-    missing = d.missing(*keys)
-    if check.status != INCONCLUSIVE or not missing:
-        return check
-    return check.with_reason(f"{check.reason} (missing: {missing})")
+    return with_missing(check, d.missing(*keys))
 
 
 def interval_of(samples: Mapping[int, float]) -> Interval:

@@ -2,7 +2,8 @@
 
 :func:`with_seeds_needed` fills :attr:`~llm_validation.claims.checks.Check.seeds_needed` of
 every inconclusive check (recursively through the parts of an aggregate) with the seed count at
-which the 95% interval has a 50% and an 80% chance of deciding it, if the true effect and the
+which the interval at the check's level (``params["level"]``, 95% unless the seeds policy
+set it) has a 50% and an 80% chance of deciding it, if the true effect and the
 seed-to-seed spread are the measured ones (:func:`llm_validation.validation.power.seeds_needed`).
 
 Algorithm
@@ -39,7 +40,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from llm_validation.claims.checks import GROUP_KINDS, PART_KINDS, Check
+from llm_validation.claims.checks import GROUP_KINDS, PART_KINDS, Check, level_of
 from llm_validation.validation.power import POWERS, seeds_needed
 from llm_validation.validation.verdict import INCONCLUSIVE
 
@@ -64,12 +65,14 @@ def distances(kind: str, m: float, params: Mapping[str, float]) -> list[float]:
     raise ValueError(f"distances: no seed-count rule for kind {kind!r}")
 
 
-def _count(values: Sequence[float], deltas: Sequence[float], power: float) -> int | None:
+def _count(values: Sequence[float], deltas: Sequence[float], power: float,
+           level: float) -> int | None:
     x = np.asarray(values, dtype=np.float64)
     if x.size < 2:
         return None
     sd = float(x.std(ddof=1))
-    counts = [n for d in deltas if d > 0 and (n := seeds_needed(d, sd, power)) is not None]
+    counts = [n for d in deltas
+              if d > 0 and (n := seeds_needed(d, sd, power, level=level)) is not None]
     return min(counts) if counts else None
 
 
@@ -84,11 +87,12 @@ def _needed(c: Check, power: float) -> int | None:
         return None
     if c.kind in GROUP_KINDS:
         return _largest([_count(list(v.values()), [abs(float(np.mean(list(v.values()))))],
-                                power) for v in c.inputs.values() if v])
+                                power, level_of(c.params)) for v in c.inputs.values() if v])
     if len(c.samples) < 2:
         return None
     vals = list(c.samples.values())
-    return _count(vals, distances(c.kind, float(np.mean(vals)), c.params), power)
+    return _count(vals, distances(c.kind, float(np.mean(vals)), c.params), power,
+                  level_of(c.params))
 
 
 def with_seeds_needed(c: Check) -> Check:

@@ -41,7 +41,8 @@ from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
-from llm_validation.validation.inference import Interval, t_interval
+from llm_validation.claims.checks import at_level, make
+from llm_validation.validation.inference import Interval
 from llm_validation.validation.power import seeds_needed
 
 __all__ = ["SeedPolicy", "DEFAULT_POLICY", "second_look", "simulate"]
@@ -86,6 +87,11 @@ class SeedPolicy:
     def level2(self) -> float:
         """Interval level of look 2."""
         return 1.0 - self.alpha * (1.0 - self.split)
+
+    def level_at(self, n_seeds: int) -> float:
+        """The level a check on ``n_seeds`` seeds decides at: look 1's up to ``first`` seeds,
+        look 2's beyond."""
+        return self.level1 if n_seeds <= self.first else self.level2
 
     def to_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "split": self.split, "first": self.first,
@@ -145,25 +151,37 @@ def _decided(iv: Interval, boundary: float) -> bool:
     return iv.lo > boundary or iv.hi < boundary
 
 
+def _ledger_interval(x: np.ndarray, boundary: float, level: float) -> Interval:
+    """The interval the ledger decides a ``side`` check on: built by ``checks.make`` and
+    decided at ``level`` by ``checks.at_level`` (the code path of ``ledger.assemble``)."""
+    c = make("simulated", "side", {"x": dict(enumerate(x.tolist()))}, {"x": 1.0},
+             boundary=boundary, predicted="above")
+    return at_level(c, level).interval
+
+
 def simulate(policy: SeedPolicy, *, mean: float, sd: float = 1.0, boundary: float = 0.0,
              reps: int = 4000, seed: int = 0, split_alpha: bool = True) -> dict[str, float]:
     """Monte-Carlo of the two-look procedure on normal per-seed values: the coverage of the
     reported interval (look 2's where the check went on, else look 1's), the share of
-    checks that went to look 2, and the share decided. ``split_alpha=False`` runs the same
-    procedure at ``1 - alpha`` at both looks (what the split protects against)."""
+    checks that went to look 2, and the share decided. Every interval is the ledger's own:
+    a ``side`` check decided at ``policy.level_at(n)`` (:func:`_ledger_interval`).
+    ``split_alpha=False`` runs the same procedure at ``1 - alpha`` at both looks (what the
+    split protects against)."""
     rng = np.random.default_rng(seed)
-    l1 = policy.level1 if split_alpha else 1 - policy.alpha
-    l2 = policy.level2 if split_alpha else 1 - policy.alpha
+
+    def level(n: int) -> float:
+        return policy.level_at(n) if split_alpha else 1 - policy.alpha
+
     cover = went = decided = 0
     for _ in range(reps):
         x = rng.normal(mean, sd, policy.first)
-        iv = t_interval(x, level=l1)
+        iv = _ledger_interval(x, boundary, level(x.size))
         if not _decided(iv, boundary):
-            n, _ = second_look(x, boundary, policy, level=l2, count=False)
+            n, _ = second_look(x, boundary, policy, level=level(policy.first + 1), count=False)
             if n is not None:
                 went += 1
                 x = np.concatenate([x, rng.normal(mean, sd, n - x.size)])
-                iv = t_interval(x, level=l2)
+                iv = _ledger_interval(x, boundary, level(x.size))
         cover += iv.lo <= mean <= iv.hi
         decided += _decided(iv, boundary)
     return {"coverage": cover / reps, "second_look": went / reps, "decided": decided / reps}

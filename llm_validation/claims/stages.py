@@ -6,8 +6,9 @@
 2. **claims**: every claim's arms over the first look's seeds (3; ``--seeds``).
 3. **extra seeds** (:mod:`llm_validation.claims.sequential`): the claims with an inconclusive
    check that the measured spread says ``max_seeds`` seeds would decide get their arms run to
-   that count, and are analysed again; the others report "needs N seeds". Runs only where
-   :data:`LEVELS_WIRED` (the checks decide at the policy's split levels).
+   that count, and are analysed again; the others report "needs N seeds". Every check decides
+   at its look's level (``SeedPolicy.level_at``, through ``ledger.assemble``), so the stated
+   error rate holds over both looks.
 
 Every stage trains through :func:`llm_validation.claims.plan.execute` into the same ``runs/``
 (named by config), so an interrupted ledger resumes where it stopped and a finished one trains
@@ -29,13 +30,7 @@ from llm_validation.claims.sequential import SeedPolicy, second_look
 from llm_validation.validation.verdict import INCONCLUSIVE
 
 __all__ = ["optimizers_of", "lr_stage", "stage_costs", "extension_seeds", "Extension",
-           "extended_plan", "LEVELS_WIRED"]
-
-#: Whether the checks decide at the seeds policy's levels (``1 - alpha/2`` at each look). Not
-#: yet in this checkout: every check decides at 95% at both looks, which would not keep the
-#: stated error rate (``sequential``'s coverage test shows the miss rate rises to ~7% on the
-#: boundary). Until then stage 3 reports each open check's "needs N seeds" and trains nothing.
-LEVELS_WIRED = False
+           "extended_plan"]
 
 
 def optimizers_of(claims: Sequence[Claim]) -> tuple[str, ...]:

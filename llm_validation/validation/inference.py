@@ -30,6 +30,7 @@ from llm_validation.validation.student import fieller_set, t_bounds
 
 __all__ = [
     "DEFAULT_LEVEL",
+    "level_text",
     "DEFAULT_BOOTSTRAP",
     "Interval",
     "t_interval",
@@ -47,6 +48,11 @@ __all__ = [
 
 #: Two-sided confidence level of every interval unless a caller asks otherwise.
 DEFAULT_LEVEL = 0.95
+
+
+def level_text(level: float) -> str:
+    """An interval level as a percentage without rounding it away (``95%``, ``97.5%``)."""
+    return f"{100 * level:.4g}%"
 #: Bootstrap resamples: the percentile end points then move by well under 1% of the width
 #: between seeds (Monte Carlo error of a 2.5% quantile from 4000 draws is ~0.25 percentage points).
 DEFAULT_BOOTSTRAP = 4000

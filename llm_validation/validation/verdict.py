@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from llm_validation.validation.inference import Interval
+from llm_validation.validation.inference import Interval, level_text
 
 __all__ = [
     "PASS",
@@ -60,7 +60,7 @@ def decide(interval: Interval, *, boundary: float, predicted: str, n_seeds: int,
         return INCONCLUSIVE, "no estimate (missing data)"
     side = interval.above if predicted == "above" else interval.below
     other = interval.below if predicted == "above" else interval.above
-    where = f"{interval.level:.0%} interval [{interval.lo:.4g}, {interval.hi:.4g}]"
+    where = f"{level_text(interval.level)} interval [{interval.lo:.4g}, {interval.hi:.4g}]"
     if side(boundary):
         return PASS, f"{where} lies {predicted} {boundary:.4g}"
     if other(boundary):

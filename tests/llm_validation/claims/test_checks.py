@@ -57,3 +57,31 @@ def test_divergence_and_aggregates_and_too_few_seeds():
     two = diff("two seeds", "side", ("a", {0: 0.3, 1: 0.31}), ("b", {0: 0.1, 1: 0.1}),
                boundary=0.0, predicted="above")
     assert _both(two) == "inconclusive" and "only 2 seed" in two.reason
+
+
+def test_at_level_decides_again_from_the_stored_numbers():
+    """A side check whose 95% interval clears its boundary but whose 99.9% one does not: at
+    the higher level it is inconclusive, its interval is wider, the level is recorded and
+    recheck (from JSON) decides at it; parts, groups and missing-run notes follow."""
+    from llm_validation.claims.checks import at_level, with_missing
+    from llm_validation.validation.inference import t_interval
+
+    x = {0: 0.10, 1: 0.30, 2: 0.20}            # mean 0.2, sd 0.1: t95 lo = -0.048
+    c = make("x > -0.1", "side", {"x": x}, {"x": 1.0}, boundary=-0.1, predicted="above")
+    assert _both(c) == "pass"
+    hi = at_level(c, 0.999)
+    assert hi.status == "inconclusive" and hi.params["level"] == 0.999
+    assert hi.interval.lo == pytest.approx(t_interval(list(x.values()), 0.999).lo)
+    assert hi.interval.lo < c.interval.lo and "99.9% interval" in hi.reason
+    assert _both(hi) == "inconclusive"
+    assert at_level(hi, 0.95).status == "pass"           # and back
+    agg = at_level(aggregate("all", "all", [c, c]), 0.999)
+    assert agg.status == "inconclusive" and agg.parts[0].params["level"] == 0.999
+    assert _both(agg) == "inconclusive"
+    y = {k: v + 0.1 for k, v in x.items()}     # t95 lo = 0.052 > 0, t99.9 lo < 0
+    grp = make("s", "same_sign", {"A": y, "B": y})
+    assert grp.status == "pass" and at_level(grp, 0.999).status == "inconclusive"
+    noted = at_level(with_missing(hi, "muon/2bw: 2 of 3 seeds finished"), 0.97)
+    assert noted.reason.endswith("(missing: muon/2bw: 2 of 3 seeds finished)")
+    with pytest.raises(ValueError, match="level"):
+        at_level(c, 1.0)

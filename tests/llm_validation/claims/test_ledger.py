@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from llm_validation.claims.checks import KINDS, recheck
 from llm_validation.claims.ledger import RUNS_DIR, assemble, write_ledger
 from llm_validation.claims.plan import build_plan, execute
@@ -113,3 +115,32 @@ def test_the_per_run_table(tmp_path):
             assert runs[rec["partner"]]["seed"] == rec["seed"]
             assert set(rec["lag"]) >= {"steps", "fraction", "gap_fraction"}
         assert rec["val_curve"][-1][0] == rec["steps"]
+
+
+def test_the_ledger_decides_at_the_seeds_policys_level(tmp_path):
+    """assemble decides every check at SeedPolicy.level_at(seeds) (97.5% at 3 seeds under
+    the default Bonferroni split), records it, and the verdicts differ from 95% where an
+    interval sits between the two (policy=None: 95%)."""
+    from llm_validation.claims.sequential import DEFAULT_POLICY, SeedPolicy
+
+    plan = _ledger(tmp_path, KIND_IDS)
+    wired = assemble(plan, tmp_path, figures=False)
+    plain = assemble(plan, tmp_path, figures=False, policy=None)
+    level = DEFAULT_POLICY.level_at(3)
+    assert level == DEFAULT_POLICY.level1 == 0.975
+    for r in wired:
+        for s in r.statements:
+            stack = [s.check]
+            while stack:
+                c = stack.pop()
+                stack.extend(c.parts)
+                assert c.params["level"] == level, (r.id, c.label)
+                if c.interval is not None and c.interval.n >= 2:
+                    assert c.interval.level == level
+    widths = [(a.check.interval.hi - a.check.interval.lo, b.check.interval.hi - b.check.interval.lo)
+              for rw, rp in zip(wired, plain) for a, b in zip(rw.statements, rp.statements)
+              if a.check.interval is not None and a.check.interval.n >= 2]
+    assert widths and all(w > p for w, p in widths)
+    loose = assemble(plan, tmp_path, figures=False, policy=SeedPolicy(split=0.999))
+    assert all(c.params["level"] == pytest.approx(1 - 0.05 * 0.999)
+               for r in loose for s in r.statements for c in [s.check])
