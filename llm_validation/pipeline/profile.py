@@ -21,8 +21,9 @@ Clocks (:func:`clock_for`): on CPU the host clock (``time.perf_counter``), which
 compute's clock there. On CUDA the host clock would time kernel launches, not kernels (the
 device runs asynchronously), so each interval is a pair of ``torch.cuda.Event(enable_timing=
 True)`` recorded on the current stream, and their ``elapsed_time`` is read once, after ONE
-``torch.cuda.synchronize()`` when the stage's profile is written at the end of the run: no
-host synchronisation inside the profiled window. The row records which clock (``clock``).
+``torch.cuda.synchronize()`` when the stage's profile is written at the end of the run (and
+every :data:`MAX_PENDING_INTERVALS` intervals of a long run, to bound the events held): no
+host synchronisation in ordinary steps. The row records which clock (``clock``).
 
 2BW times its own executor (:mod:`llm_validation.pipeline.executor`). The synchronous baselines
 run inside ``torch.distributed.pipelining``: forward via module hooks, backward from the
@@ -52,12 +53,18 @@ import torch
 from llm_validation.rundir import read_json, write_json
 from llm_validation.training.model import stage_activation_dtype
 
-__all__ = ["ActionTimer", "HostClock", "CudaEventClock", "clock_for", "WARMUP_STEPS", "PROFILE_FILE", "PROFILE_SCHEMA", "PROFILE_VERSION",
+__all__ = ["ActionTimer", "HostClock", "CudaEventClock", "clock_for", "WARMUP_STEPS",
+           "MAX_PENDING_INTERVALS", "PROFILE_FILE", "PROFILE_SCHEMA", "PROFILE_VERSION",
            "write_stage_profile", "merge_stage_profiles", "steady_step_time"]
 
 #: Steps left out of the measured step time: the first steps include the pipeline fill, lazy
 #: allocations and the forkserver's first imports, none of which recur in steady state.
 WARMUP_STEPS = 3
+#: Intervals kept as clock marks before they are converted to seconds: on CUDA each is two
+#: events, and a long profiled run would hold millions; converting costs one device
+#: synchronisation, so it happens once per this many intervals (a few hundred steps of a
+#: typical stage) and at the end, never inside every step.
+MAX_PENDING_INTERVALS = 4096
 #: The file, its schema name and version (one definition; the simulator reads them from here).
 PROFILE_FILE = "profile.json"
 PROFILE_SCHEMA = "delaybound.profile"
@@ -135,19 +142,25 @@ class ActionTimer:
             return
         self._marks.append((kind, t0, self.clock.mark()))
         self.counts[kind] += count
+        if len(self._marks) >= MAX_PENDING_INTERVALS:
+            self._convert()
 
     def cancel(self, kind: str) -> None:
         """Forget an open interval of ``kind``."""
         self._open.pop(kind, None)
 
-    @property
-    def totals(self) -> dict[str, float]:
-        """Seconds per kind (converts the pending intervals: on CUDA one synchronisation)."""
+    def _convert(self) -> None:
+        """Book the pending intervals in seconds (on CUDA: one synchronisation)."""
         if self._marks:
             secs = self.clock.seconds([(a, b) for _, a, b in self._marks])
             for (kind, _, _), dt in zip(self._marks, secs):
                 self._totals[kind] += dt
             self._marks.clear()
+
+    @property
+    def totals(self) -> dict[str, float]:
+        """Seconds per kind (the pending intervals converted first)."""
+        self._convert()
         return self._totals
 
     def means(self) -> dict[str, float]:

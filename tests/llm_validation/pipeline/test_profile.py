@@ -9,8 +9,8 @@ import time
 import pytest
 import torch
 
-from llm_validation.pipeline.profile import (ActionTimer, CudaEventClock, HostClock, clock_for,
-                                             steady_step_time)
+from llm_validation.pipeline.profile import (MAX_PENDING_INTERVALS, ActionTimer, CudaEventClock,
+                                             HostClock, clock_for, steady_step_time)
 from llm_validation.run import run
 from llm_validation.simulation.profile import read_profile
 from tests.llm_validation.helpers import MICRO
@@ -68,10 +68,20 @@ def test_host_clock_times_the_interval_between_start_and_stop():
     t.start("side")
     t.cancel("side")
     t.stop("side")
+    assert len(t._marks) == 2                # kept as marks until the totals are read
     m = t.means()
     assert SLEEP_S <= m["forward_s"] < SLEEP_S + SLEEP_SLACK_S
     assert t.counts["forward"] == 2 and t.counts["backward"] == 0
     assert m["backward_s"] == 0.0 and m["side_s"] == 0.0
+
+
+def test_pending_intervals_are_converted_in_bounded_batches():
+    t = ActionTimer()
+    for _ in range(MAX_PENDING_INTERVALS + 3):
+        t.start("send")
+        t.stop("send", count=0)
+    assert len(t._marks) == 3 and t._totals["send"] > 0.0
+    assert t.totals["send"] > 0.0 and not t._marks
 
 
 def test_schedule_window_outside_compute_is_communication():
