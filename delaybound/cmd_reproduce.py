@@ -5,7 +5,7 @@
   their estimated cost, and the totals over all claims (runs are shared).
 - ``reproduce --out DIR [--claims ID,...] [--scale tiny|small|smollm-135m] [--seeds N]
   [--jobs J] [--threads T] [--device cpu|cuda] [--quick] [--set [OPT:]SEC.FIELD=VALUE]
-  [--max-seeds N] [--keep-checkpoints] [--quiet] [--json]``: runs the stages
+  [--max-seeds N] [--extra-budget MIN] [--keep-checkpoints] [--quiet] [--json]``: runs the stages
   (:mod:`llm_validation.claims.stages`: lr sweep -> the claims' runs -> extra seeds), training
   what is missing into ``DIR/runs`` (resumable: one run directory per distinct config, shared
   across claims and stages, through the sweep runner), then writes ``DIR/claims.md``,
@@ -37,7 +37,7 @@ def _policy(args: argparse.Namespace):
     from llm_validation.claims.sequential import SeedPolicy
     if args.max_seeds < 3:
         raise ValueError(f"--max-seeds {args.max_seeds}: must be >= 3 (the first look's seeds)")
-    return SeedPolicy(max_seeds=args.max_seeds)
+    return SeedPolicy(max_seeds=args.max_seeds, budget_min=args.extra_budget)
 
 
 def _threads(args: argparse.Namespace) -> int:
@@ -135,7 +135,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             raise ValueError("--device cuda: no CUDA device is available here")
     from llm_validation.claims.ledger import FIGURES_DIR, RUNS_DIR, assemble, write_ledger
     from llm_validation.claims.plan import execute
-    from llm_validation.claims.stages import extension_seeds, lr_stage
+    from llm_validation.claims.stages import extension_seeds, lr_stage, within_budget
     threads = _threads(args)
     runs_dir = os.path.join(args.out, RUNS_DIR)
     errors: list[str] = []
@@ -157,6 +157,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     summary = train(plan)
     results = assemble(plan, args.out, policy=policy)
     exts = [] if plan.quick else extension_seeds(results, policy, len(plan.seeds))
+    base = plan
+    exts = within_budget(exts, base, lambda chosen: _plan(
+        args, measure=False, scale=scale, cost_model=base.cost_model, claim_seeds=chosen),
+        policy.budget_min * 60)
     if any(e.seeds for e in exts):
         if not args.quiet:
             print("[reproduce] stage 3/3: extra seeds", file=sys.stderr, flush=True)
@@ -203,6 +207,9 @@ def register(subparsers: Any) -> None:
       help="override the base run of every claim (e.g. --set data.path=shards/)")
     a("--max-seeds", type=int, default=8,
       help="seeds policy: most seeds an undecided check's arms are run to (default 8)")
+    a("--extra-budget", type=float, default=60.0, metavar="MIN",
+      help="seeds policy: process-minutes the extra seeds may add, cheapest claims first "
+           "(default 60: the tiny ledger then fits 4 hours on 2 cores)")
     a("--keep-checkpoints", action="store_true",
       help="keep the final checkpoint of every run (default: removed once the run finished)")
     a("--out", help="output folder (runs/, figures/, claims.md, claims.json)")

@@ -102,8 +102,11 @@ def _stages_md(stages: Mapping[str, Any]) -> list[str]:
         for e in pol.get("extensions", []):
             needs = "; ".join(f"{k}: {'more than 1000 / on the boundary' if v is None else v}"
                               for k, v in e["needs"].items())
+            cut = (f"not run to {e['over_budget']} seeds: over the extra-seeds budget "
+                   f"(~{e.get('added_process_s', 0) / 60:.0f} process-min); "
+                   if e.get("over_budget") else "")
             lines.append(f"- `{e['claim']}`: " + (f"run to {e['seeds']} seeds; "
-                                                 if e["seeds"] else "") + f"needs {needs or '-'}")
+                                                 if e["seeds"] else cut) + f"needs {needs or '-'}")
         lines.append("")
     return lines
 

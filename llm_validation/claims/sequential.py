@@ -62,6 +62,10 @@ class SeedPolicy:
     """Most seeds an arm is run to at look 2 (``--max-seeds``)."""
     power: float = 0.8
     """Probability, at the measured mean and spread, that look 2 decides the check."""
+    budget_min: float = 60.0
+    """Process-minutes look 2 may add (``--extra-budget``); claims are extended cheapest
+    first while the added runs fit, the rest report their need. 60: the tiny ledger's lr sweep
+    (~17) and claims (~409 process-minutes at 3 seeds) leave ~55 of a 4-hour, 2-core budget."""
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -77,6 +81,10 @@ class SeedPolicy:
                              f"{self.first} seeds")
         if not 0 < self.power < 1:
             raise ValueError(f"SeedPolicy.power={self.power!r} must be in (0, 1)")
+        if not (isinstance(self.budget_min, (int, float)) and math.isfinite(self.budget_min)
+                and self.budget_min >= 0):
+            raise ValueError(f"--extra-budget {self.budget_min!r}: must be a finite number of "
+                             "process-minutes >= 0")
 
     @property
     def level1(self) -> float:
@@ -95,10 +103,12 @@ class SeedPolicy:
 
     def to_dict(self) -> dict[str, Any]:
         return {"alpha": self.alpha, "split": self.split, "first": self.first,
-                "max_seeds": self.max_seeds, "power": self.power, "level1": self.level1,
+                "max_seeds": self.max_seeds, "power": self.power,
+                "budget_min": self.budget_min, "level1": self.level1,
                 "level2": self.level2,
                 "rule": "two looks, Bonferroni alpha split; look 2 only for checks that "
-                        "the seeds needed (power, level2) <= max_seeds decide"}
+                        "the seeds needed (power, level2) <= max_seeds decide, cheapest "
+                        "claims first within budget_min process-minutes"}
 
 
 DEFAULT_POLICY = SeedPolicy()

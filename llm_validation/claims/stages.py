@@ -30,7 +30,7 @@ from llm_validation.claims.sequential import SeedPolicy, second_look
 from llm_validation.validation.verdict import INCONCLUSIVE
 
 __all__ = ["optimizers_of", "lr_stage", "stage_costs", "extension_seeds", "Extension",
-           "extended_plan"]
+           "extended_plan", "within_budget"]
 
 
 def optimizers_of(claims: Sequence[Claim]) -> tuple[str, ...]:
@@ -85,9 +85,11 @@ def stage_costs(claims: Sequence[Claim], scale: Scale, plan: Plan, *, quick: boo
          "estimated_process_s": round(plan.cost(), 1)},
         {"stage": "extra-seeds", "policy": policy.to_dict(),
          "estimated_process_s": 0.0,
-         "estimated_process_s_max": round(per_seed * extra, 1),
+         "estimated_process_s_max": round(min(per_seed * extra, policy.budget_min * 60), 1),
          "note": "only the arms of inconclusive checks that max_seeds would decide at the "
-                 "measured spread; the bound runs every arm to max_seeds" +
+                 "measured spread, cheapest claims first within the extra-seeds budget "
+                 f"({policy.budget_min:g} process-minutes; every arm to max_seeds would be "
+                 f"~{per_seed * extra / 60:.0f})" +
                  ("; not run under --quick" if quick else "")},
     ]
 
@@ -95,15 +97,21 @@ def stage_costs(claims: Sequence[Claim], scale: Scale, plan: Plan, *, quick: boo
 class Extension:
     """What the seeds policy does with one claim after the first look."""
 
-    def __init__(self, claim_id: str, seeds: int | None, needs: Mapping[str, int | None]):
+    def __init__(self, claim_id: str, seeds: int | None, needs: Mapping[str, int | None],
+                 over_budget: int | None = None, cost_s: float = 0.0):
         self.claim_id = claim_id
         self.seeds = seeds
         """Seeds to run the claim's arms to (None: not extended)."""
         self.needs = dict(needs)
         """check label -> seeds it needs at the second look's level (None: no finite count)."""
+        self.over_budget = over_budget
+        """The seeds it would have run to, when the extra-seeds budget left it out."""
+        self.cost_s = cost_s
+        """Estimated process-seconds of the runs its extension adds."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"claim": self.claim_id, "seeds": self.seeds, "needs": self.needs}
+        return {"claim": self.claim_id, "seeds": self.seeds, "needs": self.needs,
+                "over_budget": self.over_budget, "added_process_s": round(self.cost_s, 1)}
 
 
 def _seed_checks(checks: Sequence[Any]) -> list[Any]:
@@ -135,6 +143,34 @@ def extension_seeds(results: Sequence[Any], policy: SeedPolicy,
                 go.append(n)
         out.append(Extension(r.id, max(go) if go else None, needs))
     return out
+
+
+def within_budget(extensions: Sequence[Extension], base: Plan,
+                  plan_for: Callable[[Mapping[str, tuple[int, ...]]], Plan],
+                  budget_s: float) -> list[Extension]:
+    """The extensions with those that do not fit ``budget_s`` estimated process-seconds of
+    added runs left out (``seeds`` None, ``over_budget`` set). Cheapest first (runs shared
+    between claims count once); ``plan_for(claim_seeds)`` builds the plan of a choice."""
+    have = {r.name for r in base.available()}
+
+    def added(chosen: Mapping[str, tuple[int, ...]]) -> float:
+        return sum(r.cost_s for r in plan_for(chosen).available() if r.name not in have)
+
+    alone = {e.claim_id: added({e.claim_id: tuple(range(e.seeds))}) for e in extensions
+             if e.seeds}
+    chosen: dict[str, tuple[int, ...]] = {}
+    spent, out = 0.0, {}
+    for e in sorted((e for e in extensions if e.seeds), key=lambda e: alone[e.claim_id]):
+        trial = {**chosen, e.claim_id: tuple(range(e.seeds))}
+        cost = added(trial)
+        if cost <= budget_s:
+            chosen, out[e.claim_id] = trial, Extension(e.claim_id, e.seeds, e.needs,
+                                                        cost_s=cost - spent)
+            spent = cost
+        else:
+            out[e.claim_id] = Extension(e.claim_id, None, e.needs, over_budget=e.seeds,
+                                        cost_s=alone[e.claim_id])
+    return [out.get(e.claim_id, e) for e in extensions]
 
 
 def extended_plan(claims: Sequence[Claim], scale: Scale, extensions: Sequence[Extension], *,

@@ -36,6 +36,7 @@ CASES = [
      "--threads"),
     ("reproduce-jobs-neg", "reproduce --quick --claims dcasgd --out {tmp}/r --jobs -1",
      "--jobs"),
+    ("reproduce-extra-budget-neg", "reproduce --list --extra-budget -5", "--extra-budget"),
     ("validate-config-list", "validate {listcfg}", "config.json"),
     ("reproduce-set-section", "reproduce --quick --claims dcasgd --out {tmp}/r --set nope.x=1",
      "--set"),

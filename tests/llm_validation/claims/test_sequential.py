@@ -22,3 +22,11 @@ def test_policy_validates():
     with pytest.raises(ValueError):
         SeedPolicy(alpha=0.0)
     assert DEFAULT_POLICY.level1 == DEFAULT_POLICY.level2 == 0.975
+
+
+def test_extra_budget_validates():
+    with pytest.raises(ValueError, match="extra-budget"):
+        SeedPolicy(budget_min=-1.0)
+    with pytest.raises(ValueError, match="extra-budget"):
+        SeedPolicy(budget_min=float("inf"))
+    assert SeedPolicy(budget_min=0).to_dict()["budget_min"] == 0
