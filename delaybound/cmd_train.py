@@ -40,6 +40,7 @@ _FIELDS = {
     "data_parallel": ("run", "data_parallel"),
     "dtype": ("run", "dtype"), "profile": ("run", "profile"),
     "deterministic": ("run", "deterministic"),
+    "boundary_dtype": ("model", "boundary_dtype"), "boundary_stages": ("model", "boundary_stages"),
     "data": ("data", "path"), "data_format": ("data", "format"), "val_data": ("data", "val_path"),
     "seq_len": ("data", "seq_len"),
 }
@@ -53,8 +54,8 @@ def _taus(text: str) -> tuple[int, ...]:
 
 
 def register(subparsers: Any) -> None:
-    from llm_validation.config import (CORRECTIONS, NS_DTYPES, OPTIMIZERS, PIPELINE_KINDS,
-                                       PRESETS, SCHEDULES)
+    from llm_validation.config import (BOUNDARY_DTYPES, CORRECTIONS, NS_DTYPES, OPTIMIZERS,
+                                       PIPELINE_KINDS, PRESETS, SCHEDULES)
 
     p = subparsers.add_parser(
         "train", help="train a small LLM under exact emulated delay (PipeDream-2BW) with stats",
@@ -128,6 +129,12 @@ def register(subparsers: Any) -> None:
       help="data-parallel replicas D (P x D processes; batch split over replicas)")
     a("--device", choices=["cpu", "cuda", "auto"], help="device (default cpu)")
     a("--dtype", choices=["float32", "bfloat16"], help="compute dtype")
+    a("--boundary-dtype", choices=list(BOUNDARY_DTYPES),
+      help="residual stream at the stage boundaries: float32 (default) or compute (bf16 under "
+           "--dtype bfloat16: pipelines send half the bytes; the maths includes the rounding)")
+    a("--boundary-stages", type=int, metavar="P",
+      help="with --boundary-dtype compute: the stage split whose boundaries round (default: "
+           "--stages of a pipeline; give it to an emulated run to reproduce that pipeline)")
     a("--quiet", action="store_true", help="no progress on stderr")
     a("--json", action="store_true", help="print the run summary as JSON")
     p.set_defaults(func=run)

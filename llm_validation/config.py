@@ -34,6 +34,7 @@ __all__ = [
     "preset",
     "pipedream_taus",
     "BYTE_VOCAB",
+    "BOUNDARY_DTYPES",
     "PIPELINE_KINDS",
     "OPTIMIZER_LABELS",
     "optimizer_label",
@@ -47,6 +48,8 @@ __all__ = [
 
 #: Vocabulary of byte-level corpora.
 BYTE_VOCAB = 256
+#: ``ModelConfig.boundary_dtype`` values: no rounding, or the autocast compute dtype.
+BOUNDARY_DTYPES = ("float32", "compute")
 
 
 # --------------------------------------------------------------------------- validation helpers
@@ -123,6 +126,16 @@ class ModelConfig:
     """RMSNorm epsilon."""
     init_std: float = 0.02
     """Standard deviation of the normal initialisation (output projections: / sqrt(2 n_layer))."""
+    boundary_dtype: str = "float32"
+    """Dtype of the residual stream at the stage boundaries of ``split(boundary_stages)``:
+    ``float32`` (no rounding), or ``compute``: under bf16 autocast the stream is rounded to
+    bf16 there (forward, and its gradient in the backward), so pipeline stages exchange bf16
+    activations and gradients (half the bytes); the emulator applies the same rounding at the
+    same points, so the two stay bitwise equal. A no-op without autocast (float32 runs)."""
+    boundary_stages: int = 1
+    """The stage split (``Transformer.split(boundary_stages)``) whose boundaries round with
+    ``boundary_dtype = compute``; 1: no boundary. A pipeline run sets it to its stages P
+    (``TrainConfig``); an emulated reference of that pipeline gives it explicitly."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -138,6 +151,11 @@ class ModelConfig:
         _float(self, "rope_theta", 0.0, lo_open=True)
         _float(self, "norm_eps", 0.0, lo_open=True)
         _float(self, "init_std", 0.0, lo_open=True)
+        _choice(self, "boundary_dtype", BOUNDARY_DTYPES)
+        _int(self, "boundary_stages", 1, self.n_layer)
+        if self.boundary_dtype == "float32" and self.boundary_stages != 1:
+            raise ValueError(f"ModelConfig.boundary_stages={self.boundary_stages} needs "
+                             "boundary_dtype='compute' (float32 boundaries round nothing)")
         if self.d_model % self.n_head:
             raise ValueError(
                 f"ModelConfig.d_model={self.d_model} must be divisible by n_head={self.n_head}")
@@ -544,7 +562,8 @@ class RunConfig:
 #: (``claims.plan.run_name``), with the value that reproduces the runs made before them: a
 #: digest leaves a field out while it holds that value, so those runs keep their names.
 DIGEST_LEGACY: Mapping[str, Any] = {"optim.ns_dtype": "bfloat16", "run.final_eval_batches": 0,
-                                    "run.log_interval": 1}
+                                    "run.log_interval": 1, "model.boundary_dtype": "float32",
+                                    "model.boundary_stages": 1}
 
 _SECTIONS = {"model": ModelConfig, "data": DataConfig, "optim": OptimConfig,
              "delay": DelayConfig, "run": RunConfig}
@@ -599,6 +618,14 @@ class TrainConfig:
             if run.stages > self.model.n_layer:
                 raise ValueError(f"RunConfig.stages={run.stages} exceeds "
                                  f"n_layer={self.model.n_layer}")
+            if self.model.boundary_dtype == "compute":   # the rounding follows the stages
+                if self.model.boundary_stages == 1:
+                    object.__setattr__(self, "model", dataclasses.replace(
+                        self.model, boundary_stages=run.stages))
+                elif self.model.boundary_stages != run.stages:
+                    raise ValueError(f"ModelConfig.boundary_stages={self.model.boundary_stages} "
+                                     f"must equal RunConfig.stages={run.stages} (the stage "
+                                     "boundaries are where the residual stream is rounded)")
             if self.model.tied:
                 raise ValueError("pipeline stages need an untied head (ModelConfig.tied=False)")
             if self.delay.stage_taus is not None:

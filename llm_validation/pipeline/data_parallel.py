@@ -10,7 +10,9 @@ Algorithm (replica d of D; batch t of B sequences cut into D*M microbatches, rep
     with opt.delayed_weights():                     # parameters hold W(max(t - tau, 0))
         for j in range(M):                          # this replica's microbatches, in order
             (lm_loss(model(x_j), y_j) / M).backward()
-    p.grad <- average over the D replicas           # pipeline.replicas (allreduce | ordered)
+    p.grad <- average over the D replicas           # pipeline.replicas (allreduce | ordered);
+                                                    #   allreduce: buckets launched during the
+                                                    #   backward (pipeline.grad_buckets)
     opt.step(); opt.zero_grad()                     # base step on W(t), then EF
 
 Assumptions: every replica starts from the same seed and applies the same averaged gradient,
@@ -84,7 +86,7 @@ class DataParallelRun(StageRun):
             grads = self.replicas.fold(captured, params)
         else:
             grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-            self.replicas.reduce(grads)
+            grads = self.replicas.reduce(grads)
         for p, g in zip(params, saved):
             p.grad = g
         return grads, batch_loss(self.replicas.gather_losses(losses))   # a device tensor
@@ -92,7 +94,8 @@ class DataParallelRun(StageRun):
     def side_passes(self, t: int) -> None:
         """At W(t): the validation loss (if due); for tau > 0 on active steps the fresh
         gradient at W(t) and the large-batch gradient (tau = 0 takes its own in the step)."""
-        t0 = time.perf_counter()
+        if self.timer is not None:
+            self.timer.start("side")
         setup = self.setup
         if self.eval_due(t):
             xs, ys = setup.pairs("val")
@@ -107,8 +110,11 @@ class DataParallelRun(StageRun):
             self.aux[t] = {"other": grads, "f_x": f_x}
             if self.probe.momentum_due(t):
                 self.aux[t]["big"], _ = self.local_gradient(None, *setup.pairs("large", t))
-        if self.timer is not None and t < self.N:
-            self.timer.add("side", time.perf_counter() - t0, count=0)
+        if self.timer is not None:       # the final validation at W(N) is not a step's
+            if t < self.N:
+                self.timer.stop("side", count=0)
+            else:
+                self.timer.cancel("side")
 
 
 def run_dp_replica(ctx: WorkerContext, cfg: TrainConfig, start: int,
@@ -117,6 +123,7 @@ def run_dp_replica(ctx: WorkerContext, cfg: TrainConfig, start: int,
     sr = DataParallelRun(ctx, cfg, start, dp_mode)
     setup, probe, M, N, dp, opt = sr.setup, sr.probe, sr.M, sr.N, sr.replicas, sr.setup.opt
     params = sr.params
+    buckets = sr.grad_buckets(params)      # None: D = 1, ordered, or overlap off
     sr.loaded = None
     status, done, message = "completed", N, ""
     t0 = time.perf_counter()
@@ -130,12 +137,14 @@ def run_dp_replica(ctx: WorkerContext, cfg: TrainConfig, start: int,
         observe = (lambda: captured.append(pop_grads(params))) if dp.ordered else \
             (noise.observe if noise is not None else None)
         xs, ys = setup.pairs("train", step)
+        if buckets is not None:
+            buckets.arm(M)                # each parameter's M-th accumulation is its last
         with opt.delayed_weights():                               # W(t - tau)
             local = sr.microbatches(xs, ys, M, observe)
         sr.step_clock.append(time.perf_counter())
         loss = batch_loss(dp.gather_losses(local))                # read at the flush
         noise = dp.average(params, M, captured=captured if dp.ordered else None, noise=noise,
-                           want_noise=want_noise)
+                           want_noise=want_noise, buckets=buckets)
         read_point = opt.read_weights() if active else []
         other = f_y = None
         if active and probe.tau == 0:     # the pair (W(t), W(t-1)), same batch

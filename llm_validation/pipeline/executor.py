@@ -123,13 +123,14 @@ class StageExecutor:
             inputs: Callable[[int], Tensor | None], targets: Callable[[int], Tensor | None],
             scale: int, link: StageLink | None = None,
             on_loss: Callable[[int, Tensor], None] | None = None,
+            before_backward: Callable[[Action], None] | None = None,
             on_backward: Callable[[Action], None] | None = None,
             on_step: Callable[[Action], bool] | None = None,
             after_step: Callable[[Action], None] | None = None,
             defer_grad: Callable[[int], bool] = lambda t: False) -> bool:
         """Execute ``acts``. ``inputs(mb)`` / ``targets(mb)``: microbatch data of the first / last
-        stage; ``on_loss(mb, loss)`` on the last stage after each forward; ``on_backward(a)``
-        after each backward; ``on_step(a)`` at each step action, returning False to stop the run
+        stage; ``on_loss(mb, loss)`` on the last stage after each forward; ``before_backward(a)``
+        / ``on_backward(a)`` before / after each backward; ``on_step(a)`` at each step action, returning False to stop the run
         there; ``after_step(a)`` once the gradients held back are sent. ``defer_grad(t)``: hold
         the input gradient of the last microbatch of batch t until after ``on_step`` (a
         checkpoint: see pipeline.twobw). Returns False if stopped."""
@@ -170,6 +171,8 @@ class StageExecutor:
                         g_out = grads_in.take(a.mb)
                         if timer:
                             timer.stop("recv_wait", count=0)
+                    if before_backward is not None:
+                        before_backward(a)
                     if timer:
                         timer.start("backward")
                     if g_out is None:

@@ -1,6 +1,6 @@
 """Per-action timings of a pipeline run (``--profile``): what the simulator replays.
 
-With ``RunConfig.profile`` every stage times its own work with ``time.perf_counter`` and writes
+With ``RunConfig.profile`` every stage times its own work and writes
 ``logs/profile_stage<s>.json`` when it finishes; the launcher merges them into
 ``RUN_DIR/profile.json`` (:func:`write_profile`), which ``delaybound simulate --from RUN_DIR``
 reads. What is timed, per stage:
@@ -17,11 +17,19 @@ reads. What is timed, per stage:
   to ``forward_s`` and half to ``backward_s`` (the pure compute stays in ``forward_compute_s``
   and ``backward_compute_s``).
 
+Clocks (:func:`clock_for`): on CPU the host clock (``time.perf_counter``), which is the
+compute's clock there. On CUDA the host clock would time kernel launches, not kernels (the
+device runs asynchronously), so each interval is a pair of ``torch.cuda.Event(enable_timing=
+True)`` recorded on the current stream, and their ``elapsed_time`` is read once, after ONE
+``torch.cuda.synchronize()`` when the stage's profile is written at the end of the run (and
+every :data:`MAX_PENDING_INTERVALS` intervals of a long run, to bound the events held): no
+host synchronisation in ordinary steps. The row records which clock (``clock``).
+
 2BW times its own executor (:mod:`llm_validation.pipeline.executor`). The synchronous baselines
 run inside ``torch.distributed.pipelining``: forward via module hooks, backward from the
 module's backward pre-hook to the last parameter's post-accumulate-grad hook of that microbatch,
-and ``recv_wait_s`` + ``send_s`` as the rest of ``schedule.step()`` (reported together as
-``recv_wait_s``). The run-level numbers are measured on stage 0: ``step_time_s`` is the mean
+and ``recv_wait_s`` + ``send_s`` as the rest of ``schedule.step()`` (timed as the window
+``schedule``; its time outside forward and backward is reported as ``recv_wait_s``). The run-level numbers are measured on stage 0: ``step_time_s`` is the mean
 interval between consecutive optimizer steps after ``WARMUP_STEPS`` steps, and
 ``tokens_per_s`` follows from it.
 
@@ -40,51 +48,120 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from llm_validation.rundir import read_json, write_json
+import torch
 
-__all__ = ["ActionTimer", "WARMUP_STEPS", "PROFILE_FILE", "PROFILE_SCHEMA", "PROFILE_VERSION",
+from llm_validation.rundir import read_json, write_json
+from llm_validation.training.model import stage_activation_dtype
+
+__all__ = ["ActionTimer", "HostClock", "CudaEventClock", "clock_for", "WARMUP_STEPS",
+           "MAX_PENDING_INTERVALS", "PROFILE_FILE", "PROFILE_SCHEMA", "PROFILE_VERSION",
            "write_stage_profile", "merge_stage_profiles", "steady_step_time"]
 
 #: Steps left out of the measured step time: the first steps include the pipeline fill, lazy
 #: allocations and the forkserver's first imports, none of which recur in steady state.
 WARMUP_STEPS = 3
-#: Activations travel between stages in the master weights' dtype (float32, also under bf16
-#: autocast: the stage output is cast back before the send).
-ACTIVATION_BYTES_PER_VALUE = 4
+#: Intervals kept as clock marks before they are converted to seconds: on CUDA each is two
+#: events, and a long profiled run would hold millions; converting costs one device
+#: synchronisation, so it happens once per this many intervals (a few hundred steps of a
+#: typical stage) and at the end, never inside every step.
+MAX_PENDING_INTERVALS = 4096
 #: The file, its schema name and version (one definition; the simulator reads them from here).
 PROFILE_FILE = "profile.json"
 PROFILE_SCHEMA = "delaybound.profile"
 PROFILE_VERSION = 1
 
-_KINDS = ("forward", "backward", "recv_wait", "send", "step", "side", "wall")
+_KINDS = ("forward", "backward", "recv_wait", "send", "step", "side", "wall", "schedule")
 #: The kinds that partition a stage's time; ``wall`` (the whole training loop) minus their sum is
 #: the stage's bookkeeping (data sampling, hooks, Python between actions).
 _PARTS = ("forward", "backward", "recv_wait", "send", "step", "side")
 
 
+class HostClock:
+    """Marks are ``time.perf_counter()`` readings; an interval is their difference."""
+
+    name = "host"
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def seconds(self, intervals: Sequence[tuple[Any, Any]]) -> list[float]:
+        return [b - a for a, b in intervals]
+
+
+class CudaEventClock:
+    """Marks are CUDA events recorded on the current stream; :meth:`seconds` synchronises the
+    device once and reads every interval's ``elapsed_time`` (milliseconds)."""
+
+    name = "cuda_events"
+
+    def mark(self) -> Any:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds(self, intervals: Sequence[tuple[Any, Any]]) -> list[float]:
+        if not intervals:
+            return []
+        torch.cuda.synchronize()
+        return [a.elapsed_time(b) / 1000.0 for a, b in intervals]
+
+
+def clock_for(device: torch.device) -> HostClock | CudaEventClock:
+    """CUDA events for a CUDA device, the host clock otherwise (module docstring)."""
+    return CudaEventClock() if torch.device(device).type == "cuda" else HostClock()
+
+
 @dataclass
 class ActionTimer:
-    """Accumulated seconds per kind of work on one stage (see the module docstring)."""
+    """Accumulated seconds per kind of work on one stage (see the module docstring).
+    Intervals between :meth:`start` and :meth:`stop` are kept as clock marks and converted to
+    seconds when the totals are read (:meth:`means`); :meth:`add` books host seconds."""
 
-    totals: dict[str, float] = field(default_factory=lambda: {k: 0.0 for k in _KINDS})
+    clock: HostClock | CudaEventClock = field(default_factory=HostClock)
+    _totals: dict[str, float] = field(default_factory=lambda: {k: 0.0 for k in _KINDS})
     counts: dict[str, int] = field(default_factory=lambda: {k: 0 for k in _KINDS})
-    _open: dict[str, float] = field(default_factory=dict)
+    _open: dict[str, Any] = field(default_factory=dict)
+    _marks: list[tuple[str, Any, Any]] = field(default_factory=list)
+
+    @classmethod
+    def for_device(cls, device: torch.device) -> "ActionTimer":
+        """A timer with :func:`clock_for` ``device``."""
+        return cls(clock=clock_for(device))
 
     def add(self, kind: str, seconds: float, count: int = 1) -> None:
-        self.totals[kind] += seconds
+        self._totals[kind] += seconds
         self.counts[kind] += count
 
     def start(self, kind: str) -> None:
-        self._open[kind] = time.perf_counter()
+        self._open[kind] = self.clock.mark()
 
-    def stop(self, kind: str, count: int = 1) -> float:
-        """Book the time since :meth:`start` of ``kind``; returns it (0 if none was open)."""
+    def stop(self, kind: str, count: int = 1) -> None:
+        """Book the interval since :meth:`start` of ``kind`` (nothing if none was open)."""
         t0 = self._open.pop(kind, None)
         if t0 is None:
-            return 0.0
-        dt = time.perf_counter() - t0
-        self.add(kind, dt, count)
-        return dt
+            return
+        self._marks.append((kind, t0, self.clock.mark()))
+        self.counts[kind] += count
+        if len(self._marks) >= MAX_PENDING_INTERVALS:
+            self._convert()
+
+    def cancel(self, kind: str) -> None:
+        """Forget an open interval of ``kind``."""
+        self._open.pop(kind, None)
+
+    def _convert(self) -> None:
+        """Book the pending intervals in seconds (on CUDA: one synchronisation)."""
+        if self._marks:
+            secs = self.clock.seconds([(a, b) for _, a, b in self._marks])
+            for (kind, _, _), dt in zip(self._marks, secs):
+                self._totals[kind] += dt
+            self._marks.clear()
+
+    @property
+    def totals(self) -> dict[str, float]:
+        """Seconds per kind (the pending intervals converted first)."""
+        self._convert()
+        return self._totals
 
     def means(self) -> dict[str, float]:
         """Seconds per microbatch (forward, backward, recv_wait, send) and per step (step,
@@ -92,18 +169,22 @@ class ActionTimer:
         microbatch) occupies the stage like compute, so ``forward_s`` and ``backward_s`` each
         carry half of it (the pure compute is kept as ``forward_compute_s`` and
         ``backward_compute_s``); without ``wall`` there is no overhead term."""
+        totals = dict(self.totals)
+        if self.counts["schedule"]:    # torch's schedule.step(): the rest of it is communication
+            totals["recv_wait"] += max(totals["schedule"] - totals["forward"]
+                                       - totals["backward"], 0.0)
         per_mb = max(self.counts["forward"], 1)
         per_step = max(self.counts["step"], 1)
-        fwd = self.totals["forward"] / max(self.counts["forward"], 1)
-        bwd = self.totals["backward"] / max(self.counts["backward"], 1)
+        fwd = totals["forward"] / max(self.counts["forward"], 1)
+        bwd = totals["backward"] / max(self.counts["backward"], 1)
         over = 0.0
         if self.counts["wall"]:
-            over = max(self.totals["wall"] - sum(self.totals[k] for k in _PARTS), 0.0) / per_mb
+            over = max(totals["wall"] - sum(totals[k] for k in _PARTS), 0.0) / per_mb
         return {"forward_s": fwd + over / 2, "backward_s": bwd + over / 2,
-                "recv_wait_s": self.totals["recv_wait"] / per_mb,
-                "send_wait_s": self.totals["send"] / per_mb,
-                "step_s": self.totals["step"] / per_step,
-                "side_s": self.totals["side"] / per_step,
+                "recv_wait_s": totals["recv_wait"] / per_mb,
+                "send_wait_s": totals["send"] / per_mb,
+                "step_s": totals["step"] / per_step,
+                "side_s": totals["side"] / per_step,
                 "overhead_s": over, "forward_compute_s": fwd, "backward_compute_s": bwd}
 
 
@@ -118,7 +199,7 @@ def steady_step_time(step_clock: Sequence[float]) -> tuple[float | None, int]:
 def write_stage_profile(run_dir: str | Path, stage: int, timer: ActionTimer) -> None:
     """``logs/profile_stage<s>.json``: this stage's means (called once, at the end)."""
     row = {"stage": stage, **timer.means(), "samples": timer.counts["forward"],
-           "steps_timed": timer.counts["step"]}
+           "steps_timed": timer.counts["step"], "clock": timer.clock.name}
     write_json(Path(run_dir) / "logs" / f"profile_stage{stage}.json", row)
 
 
@@ -146,7 +227,9 @@ def merge_stage_profiles(run_dir: str | Path, cfg: Any, step_clock: Sequence[flo
 
 
 def act_bytes(cfg: Any) -> int:
-    """Bytes of one activation ``h[B/M, T, C]`` sent between stages."""
+    """Bytes of one activation ``h[B/M, T, C]`` sent between stages: float32 (the residual
+    stream), or bf16 with compute boundaries under bf16 autocast (``ModelConfig.boundary_dtype``)."""
     run = cfg.run
+    dtype = stage_activation_dtype(cfg.model, run.dtype, torch.float32)
     return run.batch_size // run.microbatches * cfg.data.seq_len * cfg.model.d_model \
-        * ACTIVATION_BYTES_PER_VALUE
+        * dtype.itemsize

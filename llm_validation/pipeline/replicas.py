@@ -5,7 +5,8 @@ Algorithm (stage s, replicas d = 0..D-1, M microbatches each; the global batch o
 is cut into D*M microbatches, replica d holding ``k = d*M .. d*M + M - 1``; each replica runs
 ``(loss_k / M).backward()``, so its accumulated gradient is ``S_d = sum_j g_{dM+j} / M``)::
 
-    allreduce (default):  G = (S_0 + S_1 + ... + S_{D-1}) / D     one all-reduce per step
+    allreduce (default):  G = (S_0 + S_1 + ... + S_{D-1}) / D     all-reduces per bucket,
+                          launched during the backward (pipeline.grad_buckets)
     ordered:              G = (((g_0 / DM) + g_1 / DM) + ...) + g_{DM-1} / DM
                           every replica gathers the D*M microbatch gradients and adds them in
                           microbatch order, exactly as the single process does
@@ -37,10 +38,11 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from llm_validation.pipeline.grad_buckets import GradBuckets, bucket_bytes, finish_mean, launch_sum
 from llm_validation.pipeline.mesh import Mesh
 from llm_validation.training import stats
 
-__all__ = ["Replicas", "REDUCTIONS", "dp_reduction", "pop_grads", "bit_checksum"]
+__all__ = ["Replicas", "REDUCTIONS", "dp_reduction", "pop_grads", "bit_checksum", "backward_order"]
 
 #: Gradient averaging modes (module docstring).
 REDUCTIONS = ("allreduce", "ordered")
@@ -79,6 +81,13 @@ def _flat(tensors: Sequence[Tensor]) -> Tensor:
     return torch.cat([t.reshape(-1) for t in tensors])
 
 
+def backward_order(names: Sequence[str], module_names: Sequence[str]) -> list[int]:
+    """Indices of ``names`` in the order a backward pass finishes their gradients: the module's
+    registration order (``module_names``, input side first) reversed."""
+    rank = {n: k for k, n in enumerate(module_names)}
+    return sorted(range(len(names)), key=lambda i: -rank[names[i]])
+
+
 class Replicas:
     """The D replicas of this rank's stage (see the module docstring). With D = 1 every method
     is the identity and no collective is issued."""
@@ -95,19 +104,24 @@ class Replicas:
         return self.D > 1 and self.mode == "ordered"
 
     # --------------------------------------------------------------------------- gradients
+    def buckets(self, tensors: Sequence[Tensor], order: Sequence[int]) -> GradBuckets | None:
+        """The overlapped all-reduce of ``tensors``' gradients (``order``: their backward
+        order), or None where there is none: D = 1, ``ordered``, or a capacity of 0
+        (``DELAYBOUND_DP_BUCKET_BYTES=0``: :meth:`reduce` after the backward)."""
+        cap = bucket_bytes()
+        if self.D == 1 or self.mode != "allreduce" or cap == 0:
+            return None
+        return GradBuckets(tensors, order, self.group, self.D, cap)
+
     @torch.no_grad()
-    def reduce(self, grads: Sequence[Tensor]) -> None:
-        """``allreduce``: replace each of this replica's gradients ``S_d`` by the average over
-        the replicas, in place (one all-reduce of the concatenated gradients)."""
+    def reduce(self, grads: Sequence[Tensor]) -> list[Tensor]:
+        """``allreduce`` after the backward: the replicas' average of each of this replica's
+        gradients ``S_d`` (one all-reduce of the concatenated gradients; views of its buffer);
+        ``grads`` themselves are left as they are."""
         if self.D == 1:
-            return
-        flat = _flat(grads)
-        dist.all_reduce(flat, group=self.group)
-        flat.div_(self.D)
-        offset = 0
-        for g in grads:
-            g.copy_(flat[offset:offset + g.numel()].view_as(g))
-            offset += g.numel()
+            return list(grads)
+        flat, work = launch_sum(grads, self.group)
+        return finish_mean(flat, work, self.D, grads)
 
     @torch.no_grad()
     def fold(self, captured: list[list[Tensor]], like: Sequence[Tensor],
@@ -139,8 +153,8 @@ class Replicas:
 
     def average(self, tensors: Sequence[Tensor], M: int, *,
                 captured: list[list[Tensor]] | None = None,
-                noise: stats.MicrobatchGradVariance | None = None, want_noise: bool = False
-                ) -> stats.MicrobatchGradVariance | None:
+                noise: stats.MicrobatchGradVariance | None = None, want_noise: bool = False,
+                buckets: GradBuckets | None = None) -> stats.MicrobatchGradVariance | None:
         """Set ``tensors[i].grad`` to the replicas' average gradient of the global batch and
         return the microbatch-variance accumulator of the step (None if not ``want_noise``).
 
@@ -162,13 +176,14 @@ class Replicas:
         for t in tensors:
             if t.grad is None:
                 t.grad = torch.zeros_like(t)
-        grads = [t.grad for t in tensors]
-        local = [g.clone() for g in grads] if noise is not None else None
-        self.reduce(grads)
+        local = [t.grad for t in tensors]                       # S_d, left untouched
+        grads = buckets.finish() if buckets is not None else self.reduce(local)
         if noise is not None:
             spread = sum(torch.linalg.vector_norm(a - g, dtype=torch.float64).square()
                          for a, g in zip(local, grads))
             noise.ss = self.sum(noise.ss + M * spread)
+        for t, g in zip(tensors, grads):
+            t.grad = g
         return noise
 
     # ---------------------------------------------------------------------- losses, scalars

@@ -24,7 +24,6 @@ largest count seen after any step is reported per stage in ``logs/result.json``.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 import torch
@@ -38,7 +37,8 @@ from llm_validation.pipeline.executor import StageExecutor, detached_leaves
 from llm_validation.pipeline.metrics import MetricsCollector
 from llm_validation.pipeline.processes import WorkerContext
 from llm_validation.pipeline.profile import ActionTimer, write_stage_profile
-from llm_validation.pipeline.replicas import Replicas, pop_grads
+from llm_validation.pipeline.grad_buckets import GradBuckets
+from llm_validation.pipeline.replicas import Replicas, backward_order, pop_grads
 from llm_validation.pipeline.reshard import globalize, localize
 from llm_validation.pipeline.schedule import STEP, schedule_2bw
 from llm_validation.pipeline.stage import StageSetup, stage_param_names
@@ -96,7 +96,7 @@ class StageRun:
                       staging=host_staging(ctx.backend, device))
         self.link = StageLink(group=mesh.pp_group, **common)
         self.side = StageLink(group=ctx.side_group, **common)
-        self.timer = ActionTimer() if run.profile else None
+        self.timer = ActionTimer.for_device(device) if run.profile else None
         self.exec = StageExecutor(setup, self.link, self.side, ctx.heartbeat, self.timer)
         self.probe = StepProbe(setup.opt, setup.geoms, tau=tau,
                                stats_interval=run.stats_interval,
@@ -159,6 +159,13 @@ class StageRun:
             seen[st.data_ptr()] = st.nbytes()
         return sum(seen.values())
 
+    def grad_buckets(self, tensors: list[torch.Tensor]) -> GradBuckets | None:
+        """The overlapped data-parallel all-reduce of ``tensors`` (this stage's leaves in
+        ``setup.names`` order: the master parameters or a weight version), or None
+        (:meth:`llm_validation.pipeline.replicas.Replicas.buckets`)."""
+        module_names = [n for n, _ in self.setup.module.named_parameters()]
+        return self.replicas.buckets(tensors, backward_order(self.setup.names, module_names))
+
     def lr_of(self, step: int) -> float:
         return self.cfg.optim.lr * lr_factor(step, self.cfg.optim, self.N)
 
@@ -185,7 +192,8 @@ class StageRun:
         """At W(t) = master: the validation loss (if due) and the statistics' extra gradients
         (if step t is active and tau = 1; the synchronous runtime takes its own). Timed as
         ``side`` with ``--profile`` (the final validation at W(N) included)."""
-        t0 = time.perf_counter()
+        if self.timer is not None:
+            self.timer.start("side")
         run, master = self.cfg.run, self.setup.master()
         if self.eval_due(t):
             losses = self.exec.forward_pass(master, run.eval_batches * self.M, self.data("val"))
@@ -199,7 +207,7 @@ class StageRun:
                 self.aux[t]["big"], _ = self.gradient_pass(detached_leaves(master), k,
                                                            self.data("large", t))
         if self.timer is not None:
-            self.timer.add("side", time.perf_counter() - t0, count=0)
+            self.timer.stop("side", count=0)
 
     def val_mean(self, losses: list[torch.Tensor]) -> torch.Tensor:
         """Validation loss from this replica's microbatch losses (last stage): all replicas'
@@ -217,7 +225,7 @@ class StageRun:
         tensor, read with the step's statistics)."""
         if not self.replicas.ordered:
             grads, losses = self.exec.gradient_pass(weights, count, data)
-            self.replicas.reduce(grads)
+            grads = self.replicas.reduce(grads)
         else:   # the executor's gradient_pass, keeping each microbatch's gradient apart
             leaves = [weights[n] for n in self.setup.names]
             captured: list[list[torch.Tensor]] = []

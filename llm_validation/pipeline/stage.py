@@ -32,7 +32,8 @@ from llm_validation.training.data import (
     load_corpus,
 )
 from llm_validation.training.delay import DelayedOptimizer
-from llm_validation.training.model import Transformer, lm_loss, stage_bounds
+from llm_validation.training.model import (Transformer, lm_loss, stage_activation_dtype,
+                                           stage_bounds)
 from llm_validation.training.optim import build_optimizer, group_geometry
 
 __all__ = ["StageSetup", "stage_param_names"]
@@ -57,7 +58,8 @@ class StageSetup:
     ``opt`` (DelayedOptimizer; tau = 0 in a pipeline, whose schedule makes the delay;
     ``DelayedOptimizer.from_config``, as the emulator, in the data-parallel emulation), ``names`` (parameter name of each ``opt.params``
     entry), ``geoms`` (geometry of each, for the statistics), ``act_shape``/``act_dtype`` (the
-    activation ``h[b, T, C]`` between stages), ``autocast`` (context factory), and for the first
+    activation ``h[b, T, C]`` between stages: bf16 with compute boundaries under bf16 autocast,
+    else float32), ``autocast`` (context factory), and for the first
     / last stage the samplers of the training, validation and large-batch streams.
     """
 
@@ -87,7 +89,8 @@ class StageSetup:
         self.geoms = [group_geometry(g) for g in self.opt.param_groups for _ in g["params"]]
         self.act_shape = (run.batch_size // (replicas * self.M), cfg.data.seq_len,
                           cfg.model.d_model)
-        self.act_dtype = next(self.module.parameters()).dtype
+        self.act_dtype = stage_activation_dtype(cfg.model, run.dtype,
+                                                next(self.module.parameters()).dtype)
         self.autocast: Callable[[], Any] = (
             (lambda: torch.autocast(device.type, dtype=torch.bfloat16))
             if run.dtype == "bfloat16" else nullcontext)

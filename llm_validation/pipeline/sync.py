@@ -19,9 +19,11 @@ kept for the logged loss. Torch's schedules wait on their p2p ops with the proce
 deadline (``timeout_s``); a failure there is reported as a lost/timed-out neighbour.
 
 With D data-parallel replicas each pipeline row runs its own schedule on its ``pp`` group
-(``PipelineStage(group=...)``) over its share of the batch; after ``schedule.step`` the stage's
-gradients are averaged over its replicas (:mod:`llm_validation.pipeline.replicas`; in the
-``ordered`` mode a post-accumulate-grad hook keeps each microbatch's gradient apart).
+(``PipelineStage(group=...)``) over its share of the batch; the stage's gradients are averaged
+over its replicas (:mod:`llm_validation.pipeline.replicas`): bucketed all-reduces launched by
+post-accumulate-grad hooks once a bucket's parameters have accumulated their M-th microbatch
+gradient, inside ``schedule.step`` (:mod:`llm_validation.pipeline.grad_buckets`), waited for
+before the step; in the ``ordered`` mode a hook keeps each microbatch's gradient apart.
 """
 
 from __future__ import annotations
@@ -134,11 +136,12 @@ class _Capture:
 class _SyncTimer:
     """``--profile`` inside torch's schedule: forward via module hooks (and the loss), backward
     from the module's backward pre-hook to the last parameter's post-accumulate-grad hook of that
-    microbatch; the rest of ``schedule.step()`` is communication (``recv_wait``)."""
+    microbatch; the whole ``schedule.step()`` as the window ``schedule``, whose time outside
+    forward and backward the timer reports as communication (``recv_wait``)."""
 
     def __init__(self, timer, module: nn.Module, params: list[torch.Tensor]) -> None:
         self.timer, self.n, self.count = timer, len(params), 0
-        self.compute, self.on = 0.0, False   # hooks count only inside schedule.step()
+        self.on = False   # hooks count only inside schedule.step()
         module.register_forward_pre_hook(lambda *_: self._start("forward"))
         module.register_forward_hook(lambda *_: self._stop("forward"))
         module.register_full_backward_pre_hook(lambda *_: self._start("backward"))
@@ -150,9 +153,8 @@ class _SyncTimer:
             self.timer.start(kind)
 
     def _stop(self, kind: str) -> None:
-        if not self.on:
-            return
-        self.compute += self.timer.stop(kind)
+        if self.on:
+            self.timer.stop(kind)
 
     def _accumulated(self, _p: torch.Tensor) -> None:
         self.count += 1
@@ -161,14 +163,14 @@ class _SyncTimer:
             self._stop("backward")
 
     def schedule_step(self, step_fn) -> None:
-        """Run one ``schedule.step`` and book its non-compute time as communication."""
-        self.compute, self.on = 0.0, True
-        t0 = time.perf_counter()
+        """Run one ``schedule.step`` inside the timed window ``schedule``."""
+        self.on = True
+        self.timer.start("schedule")
         try:
             step_fn()
         finally:
             self.on = False
-        self.timer.add("recv_wait", time.perf_counter() - t0 - self.compute, count=0)
+            self.timer.stop("schedule", count=0)
 
 
 def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduce") -> None:
@@ -189,6 +191,7 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
     schedule = _build_schedule(sr, loss_fn)
     trigger = _NoiseTrigger(list(opt.params))
     capture = _Capture(list(opt.params)) if dp.ordered else None
+    buckets = sr.grad_buckets(list(opt.params))      # None: D = 1, ordered, or overlap off
     prof = _SyncTimer(sr.timer, setup.module, list(opt.params)) if sr.timer is not None else None
     status, done, message = "completed", N, ""
     if sr.timer is not None:
@@ -203,6 +206,8 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
         trigger.target, trigger.count = noise, 0
         if capture is not None:
             capture.on = True
+        if buckets is not None:
+            buckets.arm(M)           # the M-th accumulation of each parameter is its last
         batch = sr.data("train", step)
         whole = torch.cat(batch) if batch is not None else None
         mb_losses.clear()
@@ -232,9 +237,10 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
             capture.on = False
         noise = dp.average(list(opt.params), M,
                            captured=capture.microbatches() if capture is not None else None,
-                           noise=noise, want_noise=want_noise)
+                           noise=noise, want_noise=want_noise, buckets=buckets)
         other = big = f_y = None
-        t_side = time.perf_counter()
+        if sr.timer is not None:
+            sr.timer.start("side")
         if active:   # tau = 0: the pair's other point is W(t-1), on the same batch
             y_pt = probe.other_point(step)
             if y_pt is not None:
@@ -245,7 +251,7 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
                                           M * cfg.run.large_batch_factor, sr.data("large", step))
         sr.aux[step] = {"big": big} if big is not None else {}
         if sr.timer is not None:
-            sr.timer.add("side", time.perf_counter() - t_side, count=0)
+            sr.timer.stop("side", count=0)
             sr.timer.start("step")
         part, f_y = sr.optimizer_step(step, [p.detach() for p in opt.params], noise, other,
                                       f_other=f_y)

@@ -8,7 +8,9 @@ schedule, the ASCII timeline and the proof that the versions are there in time):
       F(i), B(i) of batch t = i // M use slot[t % 2] = W(t-1)  (functional_call)
       after B of the last microbatch of batch t:                (STEP t)
         p.grad = slot[t % 2].grad           # grad f(W(t-1)) of batch t, this stage's part
-                                            #   (averaged over the D replicas first)
+                                            #   (averaged over the D replicas first: bucketed
+                                            #   all-reduces launched by hooks during B of the
+                                            #   last microbatch, pipeline.grad_buckets)
         slot[t % 2] <- slot[(t+1) % 2]      # W(t); W(t-1) is free (batch t is done)
         p.data = slot[t % 2]                # the master now lives in that buffer ...
         opt.step()                          # ... W(t+1) = W(t) - u(grad f(W(t-1))) (+ EF)
@@ -83,6 +85,8 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
     for p, n in zip(params, setup.names):     # the master lives in slot (start+1) % 2 = W(start)
         p.data = versions[(start + 1) % 2][n].data
     sr.weight_tensors = [w for v in versions for w in v.values()]
+    # the overlapped all-reduce: hooks on each version's leaves (None: D = 1, ordered, off)
+    buckets = [sr.grad_buckets([v[n] for n in setup.names]) for v in versions]
     captured: dict[int, list[list[torch.Tensor]]] = {}     # ordered dp: microbatch gradients
     batch_data: dict[int, list[torch.Tensor]] = {}
     mb_losses: dict[int, list[torch.Tensor]] = {}
@@ -108,6 +112,10 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
     def wants_noise(t: int) -> bool:
         return probe.active(t) and M * sr.D > 1
 
+    def before_backward(a) -> None:
+        if buckets[a.batch % 2] is not None and a.mb % M == M - 1:
+            buckets[a.batch % 2].arm(1)       # this backward finishes the batch's gradient
+
     def on_backward(a) -> None:
         t = a.batch
         slot = [versions[t % 2][n] for n in setup.names]
@@ -123,7 +131,8 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
         sr.step_clock.append(time.perf_counter())
         slot, other = versions[t % 2], versions[(t + 1) % 2]
         noise_t = dp.average([slot[n] for n in setup.names], M, captured=captured.pop(t, None),
-                             noise=noise.pop(t, None), want_noise=wants_noise(t))
+                             noise=noise.pop(t, None), want_noise=wants_noise(t),
+                             buckets=buckets[t % 2])
         # the statistics need the read point W(t-1) during the step: a copy on active steps
         read_point = [slot[n].detach().clone() for n in setup.names] if probe.active(t) else []
         with torch.no_grad():
@@ -147,7 +156,8 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
     sr.side_passes(start)
     finished = sr.exec.run(
         schedule_2bw(sr.s, P, M, N, start), weights=lambda t: versions[t % 2],
-        inputs=data_of, targets=data_of, scale=M, on_loss=on_loss, on_backward=on_backward,
+        inputs=data_of, targets=data_of, scale=M, on_loss=on_loss,
+        before_backward=before_backward, on_backward=on_backward,
         on_step=on_step, after_step=after_step, defer_grad=sr.flush_due)
     sr.finish(outcome["status"], outcome["done"], outcome["message"])
     if finished:

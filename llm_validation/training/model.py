@@ -19,6 +19,15 @@ stage 0 and be used again in the last stage, which a multi-process pipeline woul
 synchronise; ``split(P)`` therefore raises ``ValueError`` for a tied model with P > 1 (the
 ``tiny`` and ``small`` presets are untied; use ``tied=False`` for SmolLM shapes in pipelines).
 
+Stage boundaries in the compute dtype (``ModelConfig.boundary_dtype = "compute"``): under bf16
+autocast the residual stream h is rounded to bf16 at the boundaries of
+``split(cfg.boundary_stages)`` (before the first block of every stage but the first), and its
+gradient is rounded to bf16 there in the backward (autograd of the two casts). The full model
+applies the round trip ``h.to(bf16).to(float32)`` at those points; a stage ending at one sends
+``h.to(bf16)`` and the next stage starts with ``x.to(float32)``: the same two casts split
+between two processes, so the emulator and the pipeline stay bitwise equal while activations
+and their gradients cross stages in bf16 (half the bytes). Without autocast nothing is rounded.
+
 Parameter naming (used by ``optim`` for the Muon/AdamW split): ``embed.weight``,
 ``blocks.<i>.attn.{q,k,v,o}.weight``, ``blocks.<i>.mlp.{gate,up,down}.weight``,
 ``blocks.<i>.{attn_norm,mlp_norm}.weight``, ``norm.weight``, ``head.weight`` (untied only).
@@ -36,7 +45,8 @@ from torch import Tensor, nn
 
 from llm_validation.config import ModelConfig
 
-__all__ = ["Transformer", "Stage", "Block", "Rotary", "lm_loss", "batch_loss", "param_kind", "stage_bounds"]
+__all__ = ["Transformer", "Stage", "Block", "Rotary", "lm_loss", "batch_loss", "param_kind",
+           "stage_bounds", "boundary_cuts", "round_boundary", "stage_activation_dtype"]
 
 
 class Rotary(nn.Module):
@@ -117,10 +127,50 @@ def _embed(embed: nn.Embedding, idx: Tensor) -> Tensor:
     return embed(idx)  # [B,T] -> [B,T,C]
 
 
-def _blocks(blocks: nn.ModuleList, rope: Rotary, h: Tensor) -> Tensor:
-    for block in blocks:
+def _blocks(blocks: nn.ModuleList, rope: Rotary, h: Tensor, first: int = 0,
+            cuts: frozenset[int] = frozenset()) -> Tensor:
+    """Blocks ``first, first + 1, ...`` of the model; the stream is rounded before a block
+    whose index is a cut (``boundary_cuts``), except the first one (the caller's boundary)."""
+    for i, block in enumerate(blocks):
+        if i > 0 and first + i in cuts:
+            h = round_boundary(h)
         h = block(h, rope)
     return h  # [B,T,C]
+
+
+def boundary_cuts(cfg: ModelConfig) -> frozenset[int]:
+    """Indices of the blocks before which the residual stream is rounded: the first block of
+    every stage but the first of ``split(cfg.boundary_stages)``; none for float32 boundaries."""
+    if cfg.boundary_dtype == "float32":
+        return frozenset()
+    return frozenset(lo for lo, _ in stage_bounds(cfg.n_layer, cfg.boundary_stages)[1:])
+
+
+def _compute_dtype(device_type: str) -> torch.dtype | None:
+    """The autocast dtype in force on ``device_type``, None outside autocast."""
+    if not torch.is_autocast_enabled(device_type):
+        return None
+    return torch.get_autocast_dtype(device_type)
+
+
+def _to_compute(h: Tensor) -> Tensor:
+    """``h`` in the autocast compute dtype (unchanged outside autocast): what a stage sends."""
+    dtype = _compute_dtype(h.device.type)
+    return h if dtype is None else h.to(dtype)
+
+
+def round_boundary(h: Tensor) -> Tensor:
+    """The boundary's round trip ``h.to(compute).to(h.dtype)`` (identity outside autocast):
+    one stage's send and the next stage's upcast in one process."""
+    return _to_compute(h).to(h.dtype)
+
+
+def stage_activation_dtype(cfg: ModelConfig, run_dtype: str, residual: torch.dtype) -> torch.dtype:
+    """Dtype of the activations (and their gradients) crossing stages: bf16 with compute
+    boundaries under bf16 autocast (``run_dtype``), else the residual stream's ``residual``."""
+    if cfg.boundary_dtype == "compute" and run_dtype == "bfloat16":
+        return torch.bfloat16
+    return residual
 
 
 def _logits(norm: nn.RMSNorm, head_weight: Tensor, h: Tensor) -> Tensor:
@@ -202,7 +252,7 @@ class Transformer(nn.Module):
     def forward(self, idx: Tensor) -> Tensor:
         """idx[B,T] (int64 token ids) -> logits[B,T,V]."""
         h = _embed(self.embed, idx)
-        h = _blocks(self.blocks, self.rope, h)
+        h = _blocks(self.blocks, self.rope, h, 0, boundary_cuts(self.cfg))
         return _logits(self.norm, self.head_weight, h)
 
     def split(self, stages: int) -> list["Stage"]:
@@ -234,10 +284,17 @@ class Stage(nn.Module):
         self._model_ref = [model]  # a plain list: not registered as a submodule
 
     def forward(self, x: Tensor) -> Tensor:
-        """First stage: idx[B,T] -> h[B,T,C]; middle: h -> h; last: h -> logits[B,T,V]."""
+        """First stage: idx[B,T] -> h[B,T,C]; middle: h -> h; last: h -> logits[B,T,V]. With
+        compute boundaries (module docstring) a stage starting at a cut takes h in the compute
+        dtype and upcasts it, a stage ending at one returns h in the compute dtype."""
+        (lo, hi), cuts = self.block_range, boundary_cuts(self._model_ref[0].cfg)
         if self.is_first:
             x = _embed(self.embed, x)
-        x = _blocks(self.blocks, self.rope, x)
+        elif lo in cuts:
+            x = x.to(self.blocks[0].attn_norm.weight.dtype)
+        x = _blocks(self.blocks, self.rope, x, lo, cuts)
         if self.is_last:
             x = _logits(self.norm, self._model_ref[0].head_weight, x)
+        elif hi in cuts:
+            x = _to_compute(x)
         return x

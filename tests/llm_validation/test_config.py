@@ -119,3 +119,21 @@ def test_pipedream_taus():
 def test_configs_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         RunConfig().steps = 3
+
+
+def test_compute_boundaries_follow_the_pipeline_and_keep_old_digests():
+    from llm_validation.config import DIGEST_LEGACY
+
+    compute = ModelConfig(boundary_dtype="compute", n_layer=4)
+    pipe = TrainConfig(model=compute, delay=DelayConfig(tau=1),
+                       run=RunConfig(pipeline="2bw", stages=2, microbatches=2, batch_size=4))
+    assert pipe.model.boundary_stages == 2                    # the rounding follows the stages
+    with pytest.raises(ValueError, match="boundary_stages=3 must equal RunConfig.stages=2"):
+        TrainConfig(model=ModelConfig(boundary_dtype="compute", boundary_stages=3, n_layer=4),
+                    delay=DelayConfig(tau=1), run=RunConfig(pipeline="2bw", stages=2, microbatches=2, batch_size=4))
+    emulated = TrainConfig(model=ModelConfig(boundary_dtype="compute", boundary_stages=2))
+    assert emulated.model.boundary_stages == 2                # the emulator takes it as given
+    assert TrainConfig.from_dict(pipe.to_dict()) == pipe
+    # the defaults are left out of run-name digests, so committed ledgers keep their names
+    assert {f"model.{k}": getattr(ModelConfig(), k) for k in ("boundary_dtype",
+            "boundary_stages")}.items() <= DIGEST_LEGACY.items()

@@ -4,10 +4,13 @@ number of the run (2BW against the emulator, 1F1B against the synchronous run)."
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+import torch
 
-from llm_validation.pipeline.profile import ActionTimer, steady_step_time
+from llm_validation.pipeline.profile import (MAX_PENDING_INTERVALS, ActionTimer, CudaEventClock,
+                                             HostClock, clock_for, steady_step_time)
 from llm_validation.run import run
 from llm_validation.simulation.profile import read_profile
 from tests.llm_validation.helpers import MICRO
@@ -15,6 +18,11 @@ from tests.llm_validation.pipeline.support import assert_same_run, emulate, pipe
 
 PER_STAGE_KEYS = ("forward_s", "backward_s", "recv_wait_s", "send_wait_s", "step_s", "side_s",
                   "activation_bytes", "samples")
+#: A timed sleep of SLEEP_S must read at least SLEEP_S (a sleep never ends early) and less than
+#: SLEEP_S + SLEEP_SLACK_S: the scheduler may wake the process late on a loaded 2-core machine
+#: (observed < 5 ms late), but a wrong clock unit (ms for s) or a missed interval is 1000x off.
+SLEEP_S = 0.05
+SLEEP_SLACK_S = 0.5
 
 
 def test_steady_step_time_skips_the_warmup():
@@ -43,6 +51,70 @@ def test_action_timer_means_are_per_microbatch_and_per_step():
     assert m["forward_compute_s"] == 0.5 and m["backward_compute_s"] == 1.0
 
 
+def test_the_clock_follows_the_device():
+    assert isinstance(clock_for(torch.device("cpu")), HostClock)
+    assert isinstance(clock_for(torch.device("cuda", 0)), CudaEventClock)    # no GPU needed
+    assert ActionTimer.for_device(torch.device("cpu")).clock.name == "host"
+    assert ActionTimer.for_device(torch.device("cuda")).clock.name == "cuda_events"
+
+
+def test_host_clock_times_the_interval_between_start_and_stop():
+    t = ActionTimer.for_device(torch.device("cpu"))
+    for _ in range(2):
+        t.start("forward")
+        time.sleep(SLEEP_S)
+        t.stop("forward")
+    t.stop("backward")                      # never started: nothing booked
+    t.start("side")
+    t.cancel("side")
+    t.stop("side")
+    assert len(t._marks) == 2                # kept as marks until the totals are read
+    m = t.means()
+    assert SLEEP_S <= m["forward_s"] < SLEEP_S + SLEEP_SLACK_S
+    assert t.counts["forward"] == 2 and t.counts["backward"] == 0
+    assert m["backward_s"] == 0.0 and m["side_s"] == 0.0
+
+
+def test_pending_intervals_are_converted_in_bounded_batches():
+    t = ActionTimer()
+    for _ in range(MAX_PENDING_INTERVALS + 3):
+        t.start("send")
+        t.stop("send", count=0)
+    assert len(t._marks) == 3 and t._totals["send"] > 0.0
+    assert t.totals["send"] > 0.0 and not t._marks
+
+
+def test_schedule_window_outside_compute_is_communication():
+    t = ActionTimer()
+    t.add("schedule", 10.0, count=1)        # torch's schedule.step() of one step
+    t.add("forward", 3.0, count=2)
+    t.add("backward", 5.0, count=2)
+    m = t.means()
+    assert m["recv_wait_s"] == (10.0 - 3.0 - 5.0) / 2 and m["forward_s"] == 1.5
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CUDA events)")
+def test_cuda_events_time_the_kernels_not_their_launch():
+    """20 float32 4096^2 matmuls (~tens of ms of GPU work) are launched in well under a
+    millisecond: the events' interval lies between the launch time and the time to
+    synchronize, where the host clock would have read the launch time."""
+    t = ActionTimer.for_device(torch.device("cuda"))
+    a = torch.randn(4096, 4096, device="cuda")
+    torch.cuda.synchronize()
+    host0 = time.perf_counter()
+    t.start("forward")
+    for _ in range(20):
+        a = a @ a / 64.0
+    t.stop("forward")
+    launched = time.perf_counter() - host0
+    torch.cuda.synchronize()
+    finished = time.perf_counter() - host0
+    m = t.means()                                          # one synchronize, then elapsed_time
+    assert t.clock.name == "cuda_events"
+    assert launched < m["forward_s"] <= finished, (launched, m["forward_s"], finished)
+
+
 @pytest.mark.parametrize("pipeline", ["2bw", "1f1b"])
 def test_profile_json_and_unchanged_numbers(tmp_path, pipeline):
     corpus = small_corpus(tmp_path)
@@ -57,7 +129,7 @@ def test_profile_json_and_unchanged_numbers(tmp_path, pipeline):
     assert [s["stage"] for s in prof["per_stage"]] == [0, 1]
     for s in prof["per_stage"]:
         assert set(PER_STAGE_KEYS) <= set(s) and s["forward_s"] > 0 and s["backward_s"] > 0
-        assert s["samples"] == 6 * 2 and s["steps_timed"] == 6
+        assert s["samples"] == 6 * 2 and s["steps_timed"] == 6 and s["clock"] == "host"
     assert prof["per_stage"][0]["activation_bytes"] == 2 * 16 * MICRO.d_model * 4   # float32
     assert prof["per_stage"][1]["activation_bytes"] == 0                           # last stage
     assert read_profile(tmp_path / "pipe").stages == 2     # the simulator reads what we write

@@ -41,6 +41,22 @@ def test_sync_and_2bw_differ(tmp_path):
     assert sync.final_loss != delayed.final_loss
 
 
+def test_1f1b_with_compute_dtype_boundaries_equals_the_emulator(tmp_path):
+    """bf16 activations and gradients through torch's schedule (its stage is told the bf16
+    activation shape): bitwise the synchronous emulated run that rounds at the same split."""
+    import dataclasses
+
+    from tests.llm_validation.helpers import MICRO
+
+    corpus = small_corpus(tmp_path)
+    compute = dataclasses.replace(MICRO, boundary_dtype="compute", boundary_stages=2)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="1f1b", P=2, M=2, steps=4,
+                   dtype="bfloat16").replace(model=compute)
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-sync", M=2, steps=4,
+                           dtype="bfloat16").replace(model=compute))
+    assert_same_run(launch(cfg).run_dir, ref.run_dir, cfg)
+
+
 @pytest.mark.parametrize("log_interval", [1, 3])
 def test_sync_divergence_stops_every_stage_at_the_diverged_step(tmp_path, log_interval):
     """Stage 0 steps alongside the last stage here (no 2BW ordering): it waits at the flush for

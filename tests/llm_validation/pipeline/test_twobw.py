@@ -44,6 +44,35 @@ def test_bfloat16_autocast_is_bitwise_too(tmp_path):
     assert_same_run(launch(cfg).run_dir, ref.run_dir, cfg)
 
 
+def test_compute_dtype_boundaries_send_bf16_and_stay_bitwise(tmp_path, monkeypatch):
+    """``boundary_dtype = compute`` under bf16 autocast: the P = 2 pipeline equals the emulator
+    with the same setting (it rounds at the same split) bitwise, every activation and gradient
+    crosses the boundary in bf16 (host staging forced on CPU counts the bytes: 2 per value,
+    against 4 with float32 boundaries, ``test_devices.py``), and the rounding changes the run."""
+    import dataclasses
+
+    from llm_validation.pipeline.devices import STAGING_ENV
+    from llm_validation.rundir import read_json
+    from tests.llm_validation.helpers import MICRO
+
+    monkeypatch.setenv(STAGING_ENV, "1")
+    corpus = small_corpus(tmp_path)
+    compute = dataclasses.replace(MICRO, boundary_dtype="compute", boundary_stages=2)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, steps=4,
+                   dtype="bfloat16").replace(model=compute)
+    emu = pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-2bw", M=2, steps=4,
+                   dtype="bfloat16")
+    ref = emulate(emu.replace(model=compute))
+    got = launch(cfg)
+    assert_same_run(got.run_dir, ref.run_dir, cfg)
+    values = cfg.run.batch_size // cfg.run.microbatches * cfg.data.seq_len * MICRO.d_model
+    for m in read_json(f"{got.run_dir}/logs/result.json")["stage_memory"]:
+        assert m["staged"]["tensors"] > 0
+        assert m["staged"]["bytes"] == m["staged"]["tensors"] * values * 2, m   # bf16
+    plain = emulate(emu.replace(run=dataclasses.replace(emu.run, out_dir=str(tmp_path / "f32"))))
+    assert plain.final_loss != ref.final_loss            # the boundary rounding is real
+
+
 def test_grouped_sends_nccl_code_path_on_gloo(tmp_path, monkeypatch):
     """NCCL needs each receive grouped with the sends before it (batch_isend_irecv, as torch's
     schedules do); that code path, forced on gloo, gives the same run."""

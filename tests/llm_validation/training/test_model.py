@@ -11,8 +11,10 @@ import torch
 from llm_validation.training.model import (
     Rotary,
     Transformer,
+    boundary_cuts,
     lm_loss,
     param_kind,
+    stage_activation_dtype,
     stage_bounds,
 )
 from tests.llm_validation.helpers import MICRO
@@ -136,3 +138,76 @@ def test_stage_bounds_and_param_kinds():
         stage_bounds(3, 4)
     kinds = {param_kind(n, p) for n, p in Transformer(MICRO).named_parameters()}
     assert kinds == {"matrix", "embed", "head", "norm"}
+
+
+# ------------------------------------------------------------- compute-dtype stage boundaries
+def _bf16():
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def _pipelined_grads(model: Transformer, stages: int, idx: torch.Tensor):
+    """Stage by stage as the pipeline runs them: each stage's input a fresh leaf (the received
+    activation), the backward chained through the leaves' gradients (the sent gradients).
+    Returns (logits, the boundary activations, the parameter gradients)."""
+    parts, outs, ins = model.split(stages), [], []
+    h = idx
+    with _bf16():
+        for part in parts:
+            if part.is_first:
+                out = part(h)
+            else:
+                h = h.detach().requires_grad_(True)
+                ins.append(h)
+                out = part(h)
+            outs.append(out)
+            h = out
+        loss = lm_loss(h, idx)
+    loss.backward()
+    for k in range(len(parts) - 2, -1, -1):
+        torch.autograd.backward(outs[k], ins[k].grad)
+    return h, outs[:-1], [p.grad for p in model.parameters()]
+
+
+def test_boundary_cuts_follow_the_split():
+    four = dataclasses.replace(MICRO, n_layer=4)
+    assert boundary_cuts(four) == frozenset()
+    assert boundary_cuts(dataclasses.replace(four, boundary_dtype="compute")) == frozenset()
+    assert boundary_cuts(dataclasses.replace(four, boundary_dtype="compute",
+                                             boundary_stages=2)) == {2}
+    assert boundary_cuts(dataclasses.replace(four, boundary_dtype="compute",
+                                             boundary_stages=3)) == {2, 3}
+    assert stage_activation_dtype(four, "bfloat16", torch.float32) == torch.float32
+    on = dataclasses.replace(four, boundary_dtype="compute", boundary_stages=2)
+    assert stage_activation_dtype(on, "bfloat16", torch.float32) == torch.bfloat16
+    assert stage_activation_dtype(on, "float32", torch.float32) == torch.float32
+    for bad, match in (({"boundary_dtype": "bf16"}, "boundary_dtype"),
+                       ({"boundary_dtype": "compute", "boundary_stages": 5}, "boundary_stages"),
+                       ({"boundary_stages": 2}, "needs boundary_dtype")):
+        with pytest.raises(ValueError, match=match):
+            dataclasses.replace(four, **bad)
+
+
+def test_compute_boundaries_round_in_the_model_and_split_bitwise():
+    """Under bf16 autocast the full model (the emulator) rounds the stream at the cuts; the
+    stages, run as separate leaves as the pipeline runs them, send bf16 and give the same
+    logits and parameter gradients bitwise. The rounding is real (float32 boundaries give
+    other numbers) and a no-op without autocast."""
+    cfg = dataclasses.replace(MICRO, boundary_dtype="compute", boundary_stages=3)
+    idx = _idx()
+    full = Transformer(cfg)
+    with _bf16():
+        logits = full(idx)
+        loss = lm_loss(logits, idx)
+    loss.backward()
+    logits_p, sent, grads_p = _pipelined_grads(Transformer(cfg), 3, idx)
+    assert all(h.dtype == torch.bfloat16 for h in sent) and len(sent) == 2
+    assert torch.equal(logits, logits_p)
+    assert all(torch.equal(p.grad, g) for p, g in zip(full.parameters(), grads_p))
+    plain = Transformer(MICRO)                                      # float32 boundaries
+    with _bf16():
+        plain_logits = plain(idx)
+    assert not torch.equal(plain_logits, logits)
+    assert torch.equal(Transformer(cfg)(idx), Transformer(MICRO)(idx))   # float32 run: no-op
+    (one,) = Transformer(cfg).split(1)         # one stage (data-parallel emulation): the cuts
+    with _bf16():                              # inside it still round
+        assert torch.equal(one(idx), logits)
