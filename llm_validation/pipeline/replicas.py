@@ -190,17 +190,19 @@ class Replicas:
     def gather_losses(self, local: Sequence[Tensor], per_batch: int | None = None) -> list[Tensor]:
         """All replicas' microbatch losses in the global microbatch order: batch by batch
         (``per_batch`` of this replica's losses per batch; default all of them), replica by
-        replica. Float32 bits are kept, so ``mean_loss`` of the result is the emulator's."""
+        replica. Gathered on the device (data-parallel group: no host read); float32 bits are
+        kept, so ``batch_loss`` of the result is the emulator's."""
         if self.D == 1:
             return list(local)
-        mine = torch.stack([x.detach().float().cpu() for x in local])
-        every = [torch.empty_like(mine) for _ in range(self.D)]
-        dist.all_gather(every, mine, group=self.control)
+        mine = torch.stack([x.detach().float() for x in local])                  # [n]
+        every = torch.empty(self.D * mine.numel(), dtype=mine.dtype, device=mine.device)
+        dist.all_gather_into_tensor(every, mine, group=self.group)    # [D*n], k = d*n + j
+        every = every.view(self.D, -1)
         per = len(local) if per_batch is None else per_batch
         out = []
         for start in range(0, len(local), per):
             for d in range(self.D):
-                out.extend(every[d][start:start + per].unbind())
+                out.extend(every[d, start:start + per].unbind())
         return out
 
     def sum(self, x: float | Tensor) -> float | Tensor:

@@ -96,6 +96,9 @@ def test_hung_stage_is_named_and_every_rank_exits(tmp_path, monkeypatch, hung):
     cfg = pipe_cfg(tmp_path / "hang", small_corpus(tmp_path), pipeline="2bw", P=3, M=3, steps=6)
     err, took = _fail(cfg, monkeypatch, f"stage={hung},step=2,kind=hang")
     assert err.stage == hung and f"stage {hung} hung" in str(err), str(err)
-    assert HANG_TIMEOUT_S <= took < EXIT_WITHIN_S
+    # a neighbour's deadline runs from the start of ITS wait, which can precede the injection
+    # (it waits for the hung stage's next message or flush verdict while that stage is still
+    # computing): so the failure comes after the injection, not HANG_TIMEOUT_S after it
+    assert 0 <= took < EXIT_WITHIN_S
     assert _all_gone(_pids(tmp_path / "hang"))
     assert latest_complete(RunPaths(cfg.run.out_dir))[0] == 2

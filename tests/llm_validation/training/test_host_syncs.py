@@ -118,21 +118,25 @@ def test_the_counter_sees_every_kind_of_read():
     assert counter.windows[0][1] == 6
 
 
-@pytest.mark.parametrize("interval,log_interval", [(2, 1), (0, LOG_INTERVAL)])
+@pytest.mark.parametrize("interval,log_interval,D", [(2, 1, 1), (0, LOG_INTERVAL, 1),
+                                                      (2, 1, 2)])
 def test_a_pipeline_stage_reads_the_device_at_most_once_per_step(tmp_path, monkeypatch,
-                                                                 interval, log_interval):
+                                                                 interval, log_interval, D):
+    """Every stage of a P = 2 2BW run (D = 2: every replica; the replicas' microbatch losses
+    are gathered on the device) reads once per flush and nothing between."""
     monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
     monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
     monkeypatch.setenv(host_syncs.HOST_SYNCS_ENV, str(tmp_path / "counts"))
     corpus = small_corpus(tmp_path)
     cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=2, M=2, steps=7,
                    eval_interval=0, checkpoint_interval=0, stats_interval=interval,
-                   momentum_error_interval=2 * interval, log_interval=log_interval)
+                   momentum_error_interval=2 * interval, log_interval=log_interval,
+                   data_parallel=D)
     assert launch(cfg).status == "completed"
     counts = host_syncs.read_counts(tmp_path / "counts")
-    assert sorted(counts) == [0, 1]
+    assert sorted(counts) == list(range(2 * D))
     steps = set(range(1, cfg.run.steps - 1))     # no set-up, no final checkpoint
-    for rank, bound in ((0, STAGE_READS), (1, LAST_STAGE_READS)):
+    for rank, bound in [(r, LAST_STAGE_READS if r % 2 else STAGE_READS) for r in counts]:
         windows = [(w["step"], w["reads"], w["where"]) for w in counts[rank]]
         _check_bounds(windows, steps, _flushes(cfg), _momentum_steps(cfg), bound,
                       f"rank {rank}")
