@@ -1,4 +1,5 @@
-"""``delaybound reproduce``: the paper's 17 empirical claims as a ledger.
+"""``delaybound reproduce``: the paper's 16 empirical claims, the project's claim 17 and the
+horizon ladder as a ledger.
 
 - ``reproduce --list [--json] [--scale S] [--seeds N] [--quick] [--jobs J]``: every claim with
   its id, the paper's wording and figure, its grid and the reason for it, the runs it needs and
@@ -190,10 +191,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "reproduce", help="the paper's empirical claims as a ledger (runs what is missing)",
-        description="Train the runs the paper's 17 empirical claims need (resumable, shared "
-                    "between claims), then write OUT/claims.md and OUT/claims.json: per claim "
-                    "the measured numbers with 95% intervals over seeds, pass / fail / "
-                    "inconclusive, the theory's prediction, and a figure.")
+        description="Train the runs the 18 claims need (the paper's 16, the project's claim 17 "
+                    "and the horizon ladder; resumable, shared between claims) in stages (lr "
+                    "sweep, claims, extra seeds), then write OUT/claims.md and OUT/claims.json: "
+                    "per statement the measured numbers with intervals over seeds, pass / fail / "
+                    "inconclusive, the theory's prediction apart, and a figure per claim.")
     a = p.add_argument
     a("--list", action="store_true", help="list the claims, their grids and cost; run nothing")
     a("--claims", type=_ids, metavar="ID,...", help="claim ids (default: all; see --list)")

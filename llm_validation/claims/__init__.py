@@ -2,7 +2,7 @@
 
 Layers inside (one way): :mod:`scales` (base runs per scale) <- :mod:`arms` (one training
 setting of a claim, resolved against a scale's base) <- :mod:`claim` (the Claim record) <-
-:mod:`statements` (each claim's statements) <- :mod:`registry` (the 17 claims, their grids and the reasons for them) <- :mod:`plan` (the
+:mod:`statements` (each claim's statements) <- :mod:`registry` (the 18 claims, their grids and the reasons for them) <- :mod:`plan` (the
 distinct run configs over all selected claims, their cost, their execution through
 :mod:`llm_validation.sweep.runner`) <- :mod:`data` (a claim's run directories, paired gaps) <-
 :mod:`checks` (check kinds, per-seed contrasts, ``recheck``), :mod:`seeds`,

@@ -1,4 +1,5 @@
-"""The paper's 17 empirical claims, each with its grid, the reason for the grid and its rule.
+"""The ledger's 18 claims (the paper's 16 empirical claims, the project's synchronous-phases
+claim 17, the horizon ladder 18), each with its grid, the reason for the grid and its rule.
 
 Grids are the paper's settings scaled down to the tiny model and chosen once (never tuned until
 a claim passes). Shared choices, each with its reason:

@@ -1,5 +1,5 @@
-"""The registry holds the paper's 17 claims and the horizon ladder; the plan shares runs between
-them and fits the CPU budget; run names are unique per config and stable."""
+"""The registry holds the 18 claims (the paper's 16, the project's 17, the horizon ladder); the
+plan shares runs between them and fits the CPU budget; run names are unique per config and stable."""
 
 from __future__ import annotations
 
