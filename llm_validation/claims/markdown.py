@@ -14,12 +14,12 @@ import math
 from typing import Any, Sequence
 
 from llm_validation.claims.armtable import SCALE_FREE
-from llm_validation.claims.checks import Check
+from llm_validation.claims.checks import Check, level_of
 from llm_validation.claims.claim import Claim
 from llm_validation.claims.decisions import ClaimResult, StatementResult
 from llm_validation.claims.plan import ExecutionSummary, Plan
 from llm_validation.claims.statements import CLAIM_RULE, PAPER, THEORY
-from llm_validation.validation.inference import Interval
+from llm_validation.validation.inference import Interval, level_text
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS
 
 __all__ = ["render_markdown", "counts", "statement_counts", "BADGE", "HOW_TO_READ"]
@@ -29,7 +29,8 @@ HOW_TO_READ = (
     "How to read: a claim of the paper is split into its statements, each quoting the "
     "sentence it tests and decided by its own checks. Every check is a per-seed contrast of "
     "the arms (runs with the same seed share the initialisation and the data order), decided "
-    "on the 95% paired t interval over seeds: `pass` when it lies on the claimed side of its "
+    "on the paired t interval over seeds at the level its table names (97.5% under the seeds "
+    "policy: each of its two looks spends half of the 5% error rate): `pass` when it lies on the claimed side of its "
     "boundary (>= 3 seeds), `fail` when it lies on the other side, `inconclusive` when it "
     "overlaps it, with fewer than 3 seeds, or with runs missing (the reason says which). Ratios "
     "are decided as contrasts (share removed > 1/2 is gap - 2 gap_EF > 0) and shown with "
@@ -84,8 +85,9 @@ def _statement(s: StatementResult) -> list[str]:
              f"Status **{BADGE[s.status]}**. Rule: {st.decision}."]
     if st.change:
         lines[-1] += f" Changed: {st.change}."
-    lines += ["", "| check | kind | status | 95% interval | seeds | seeds needed (50% / 80% "
-                  "power) | decision |", "|---|---|---|---|---|---|---|"]
+    level = level_text(level_of(s.check.params))
+    lines += ["", f"| check | kind | status | {level} interval | seeds | seeds needed (50% / "
+                  "80% power) | decision |", "|---|---|---|---|---|---|---|"]
     return lines + _check_rows(s.check) + [""]
 
 
@@ -116,7 +118,7 @@ def _claim_section(claim: Claim, r: ClaimResult, plan: Plan, section: str) -> li
     lines += [f"- {k}: {_fmt(v)}" for k, v in r.measured.items()]
     arms = _arm_rows(r)
     if arms:
-        lines += ["", "Gaps with their scale-free lag (95% intervals over seeds):", ""] + arms
+        lines += ["", "Gaps with their scale-free lag (descriptive 95% intervals over seeds):", ""] + arms
     lines.append("")
     if section == PAPER and r.of(THEORY):
         lines.append("- the theory's prediction on these runs: "

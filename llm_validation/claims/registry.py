@@ -183,8 +183,9 @@ _CLAIMS = (
         grid="Muon lr {0.5x, 1x}, AdamW lr {1x, 2x, 4x, 8x} of the swept lr; sync and 2bw",
         reason="One step down from the swept lr for Muon (the robust optimizers' half; Muon "
                "alone: the budget); AdamW up to 8x, the paper's 'large lr' (2x was too small "
-               "to show it: issue 16), decided at 4x, the largest at which the synchronous "
-               "runs still train at tiny.",
+               "to show it: issue 16), decided at 4x, chosen before the runs as the largest lr "
+               "expected to keep the synchronous runs training at tiny (8x is shown beside it: "
+               "the ledger's 8x synchronous runs did train).",
         theory="PL gap law: gap ~ eta^2 (d gap / d eta > 0): half the lr, a quarter of the gap; "
                "twice the lr, four times",
         plot=FigureSpec(kind="lines", title="Gap vs peak learning rate", x="optim.lr",

@@ -144,3 +144,15 @@ def test_the_ledger_decides_at_the_seeds_policys_level(tmp_path):
     loose = assemble(plan, tmp_path, figures=False, policy=SeedPolicy(split=0.999))
     assert all(c.params["level"] == pytest.approx(1 - 0.05 * 0.999)
                for r in loose for s in r.statements for c in [s.check])
+
+
+def test_claims_md_names_the_level_its_checks_decide_at(tmp_path):
+    """Every check table's header names the level of its checks (97.5% under the default
+    policy, 95% without one), so the page never says 95% beside a 97.5% decision."""
+    plan = _ledger(tmp_path, ("adamw-vs-muon",), which="pass")
+    for policy, level in (("default", "97.5%"), (None, "95%")):
+        kw = {} if policy == "default" else {"policy": None}
+        write_ledger(plan, assemble(plan, tmp_path, figures=False, **kw), tmp_path)
+        text = (tmp_path / "claims.md").read_text()
+        headers = [ln for ln in text.splitlines() if ln.startswith("| check | kind |")]
+        assert headers and all(f"| {level} interval |" in h for h in headers), headers
