@@ -105,8 +105,10 @@ def _stages_md(stages: Mapping[str, Any]) -> list[str]:
             cut = (f"not run to {e['over_budget']} seeds: over the extra-seeds budget "
                    f"(~{e.get('added_process_s', 0) / 60:.0f} process-min); "
                    if e.get("over_budget") else "")
-            lines.append(f"- `{e['claim']}`: " + (f"run to {e['seeds']} seeds; "
-                                                 if e["seeds"] else cut) + f"needs {needs or '-'}")
+            need = (f"needs {needs}" if needs else
+                    "no check a seed count decides (its open checks count outcomes)")
+            lines.append(f"- `{e['claim']}`: "
+                         + (f"run to {e['seeds']} seeds; " if e["seeds"] else cut) + need)
         lines.append("")
     return lines
 

@@ -20,12 +20,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from llm_validation.claims.checks import GROUP_KINDS, SEED_KINDS
 from llm_validation.claims.claim import Claim
 from llm_validation.claims.lr_sweep import (FIRST_GRID, LR_RATIO, MAX_WIDEN, SWEEP_SEEDS,
                                             LrChoice, overridden, run_lr_sweep, sweep_cost,
                                             tuned_scale, write_sweep)
 from llm_validation.claims.plan import Plan, build_plan, config_plan, execute
 from llm_validation.claims.scales import Scale
+from llm_validation.claims.seeds import distances
 from llm_validation.claims.sequential import SeedPolicy, second_look
 from llm_validation.validation.verdict import INCONCLUSIVE
 
@@ -115,15 +117,35 @@ class Extension:
 
 
 def _seed_checks(checks: Sequence[Any]) -> list[Any]:
-    """Inconclusive checks (parts included) that carry per-seed samples and a boundary."""
+    """Inconclusive checks (parts of aggregates included, the aggregates themselves not) that
+    a seed count can decide: every seed kind and the group kinds but ``divergence`` (which
+    counts outcomes)."""
     out = []
     for c in checks:
         out += _seed_checks(getattr(c, "parts", ()) or ())
-        samples = getattr(c, "samples", None)
-        boundary = (getattr(c, "params", None) or {}).get("boundary")
-        if c.status == INCONCLUSIVE and samples and boundary is not None:
+        if c.status == INCONCLUSIVE and (c.kind in SEED_KINDS and len(c.samples) >= 2 or
+                                         c.kind in GROUP_KINDS and c.kind != "divergence"
+                                         and any(c.inputs.values())):
             out.append(c)
     return out
+
+
+def _look(c: Any, policy: SeedPolicy) -> tuple[int | None, int | None]:
+    """(seeds to run the check's arms to, seeds it needs) after an undecided look 1, by
+    :func:`~llm_validation.claims.sequential.second_look` on the distance each outcome the
+    estimate points to must clear (:func:`~llm_validation.claims.seeds.distances`, the rule of
+    the ledger's seeds-needed column): the nearest outcome for a seed kind; every group's
+    interval must exclude 0 for a group kind (the largest count)."""
+    if c.kind in GROUP_KINDS:
+        looks = [second_look([float(x) for x in v.values()], 0.0, policy)
+                 for v in c.inputs.values() if v]
+        ns, needs = [n for n, _ in looks], [need for _, need in looks]
+        return (None if None in ns else max(ns)), (None if None in needs else max(needs))
+    vals = [float(v) for v in c.samples.values()]
+    m = sum(vals) / len(vals)
+    looks = [second_look(vals, m - d, policy) for d in distances(c.kind, m, c.params) if d > 0]
+    looks = [lk for lk in looks if lk[1] is not None]
+    return min(looks, key=lambda lk: lk[1]) if looks else (None, None)
 
 
 def extension_seeds(results: Sequence[Any], policy: SeedPolicy,
@@ -136,8 +158,7 @@ def extension_seeds(results: Sequence[Any], policy: SeedPolicy,
             continue
         needs, go = {}, []
         for c in _seed_checks(tuple(r.checks) + tuple(getattr(r, "details", ()))):
-            vals = [float(v) for v in c.samples.values()]
-            n, need = second_look(vals, float(c.params["boundary"]), policy)
+            n, need = _look(c, policy)
             needs[c.label] = need
             if n is not None and n > seeds_now:
                 go.append(n)
