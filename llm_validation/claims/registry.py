@@ -360,7 +360,7 @@ _CLAIMS = (
 )
 
 _LADDER_CLAIM = Claim(
-    id="horizon-ladder", number=18, figure="Fig. 5 (ladder)",
+    id="horizon-ladder", number=18, figure="Fig. 5, four horizons",
     statements=STATEMENTS["horizon-ladder"],
     wording="The gap does not grow with the training horizon, measured over four doublings; "
             "and is the gap here lost early progress (lag-like: it shrinks as the horizon "

@@ -49,6 +49,24 @@ def _series(ax, values: Mapping[int, Mapping[int, float]], color: str, mode: str
     ax.plot(hs, means, marker=marker, ls=ls, color=color, label=text)
 
 
+def _step_ticks(ax) -> None:
+    """Plain step counts at the plotted horizons (and at the decades beyond them, where an
+    extrapolation reaches), no minor labels: '400', not '4 x 10^2'."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    lo, hi = ax.get_xlim()
+    hs = sorted({float(x) for line in ax.get_lines() if line.get_marker() not in (None, "None", "")
+                 for x in line.get_xdata()} |
+                {float(x) for c in ax.collections for x, _ in c.get_offsets()})
+    hs = [h for h in hs if lo <= h <= hi]
+    if not hs:
+        return
+    decades = [10.0 ** k for k in range(math.ceil(math.log10(lo)), math.floor(math.log10(hi)) + 1)
+               if all(abs(math.log(10.0 ** k / h)) > math.log(1.5) for h in hs)]
+    ax.xaxis.set_major_locator(FixedLocator(sorted(set(hs) | set(decades))))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def ladder_axes(axes, claim: Claim, d: ClaimData) -> None:
     """Draw the ladder into two axes (gap, lag)."""
     ax_gap, ax_lag = axes
@@ -81,8 +99,12 @@ def ladder_axes(axes, claim: Claim, d: ClaimData) -> None:
         ax.set_xlabel("training horizon (optimizer steps, own lr schedule)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both")
+        _step_ticks(ax)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
+    from matplotlib.ticker import FuncFormatter
+    for fmt in (ax_lag.yaxis.set_major_formatter, ax_lag.yaxis.set_minor_formatter):
+        fmt(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax_gap.set_title("gap vs horizon", fontsize=10)
     ax_lag.set_title("lag vs horizon", fontsize=10)
 
