@@ -44,6 +44,8 @@ __all__ = [
     "CORRECTIONS",
     "NS_DTYPES",
     "DIGEST_LEGACY",
+    "DIGEST_NEUTRAL",
+    "neutral_dict",
 ]
 
 #: Vocabulary of byte-level corpora.
@@ -564,6 +566,25 @@ class RunConfig:
 DIGEST_LEGACY: Mapping[str, Any] = {"optim.ns_dtype": "bfloat16", "run.final_eval_batches": 0,
                                     "run.log_interval": 1, "model.boundary_dtype": "float32",
                                     "model.boundary_stages": 1}
+#: RunConfig fields that do not change a run's numbers (a run resumes bitwise from any
+#: checkpoint; its rows are bitwise the same at any log interval), with the value a run-name
+#: digest and a sweep's same-config check read in their place: changing them keeps a run's name
+#: and directory (e.g. the ledger checkpointing its long runs), and a run started under one
+#: value continues under another (:data:`~llm_validation.rundir.RESUMABLE` allows it).
+DIGEST_NEUTRAL: Mapping[str, Any] = {"run.checkpoint_interval": 0, "run.log_interval": 1}
+
+
+def neutral_dict(cfg_dict: dict[str, Any]) -> dict[str, Any]:
+    """``cfg_dict`` (a ``TrainConfig.to_dict()``) with the :data:`DIGEST_NEUTRAL` fields at their
+    neutral values and ``run.out_dir`` / ``run.resume`` dropped: the part that names a run."""
+    d = {k: dict(v) if isinstance(v, dict) else v for k, v in cfg_dict.items()}
+    d.get("run", {}).pop("out_dir", None)
+    d.get("run", {}).pop("resume", None)
+    for key, value in DIGEST_NEUTRAL.items():
+        section, name = key.split(".")
+        if name in d.get(section, {}):
+            d[section][name] = value
+    return d
 
 _SECTIONS = {"model": ModelConfig, "data": DataConfig, "optim": OptimConfig,
              "delay": DelayConfig, "run": RunConfig}

@@ -4,7 +4,8 @@
 against the scale's base run of its optimizer, for every seed, and keeps one :class:`PlannedRun`
 per distinct config: claims that need the same run share it. A run is named ``<sweep point
 name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the whole config
-except ``out_dir``/``resume``, and except the fields of
+except ``out_dir``/``resume``, with the fields of :data:`~llm_validation.config.DIGEST_NEUTRAL`
+(checkpoint and log intervals) at fixed values, and except the fields of
 :data:`~llm_validation.config.DIGEST_LEGACY` while they hold the value the older runs had), so
 two configs never share a directory and the same config always finds its directory again. An arm
 that this checkout cannot configure (a config field or optimizer not there yet), and a
@@ -40,7 +41,7 @@ from llm_validation.claims.arms import Unavailable, resolve
 from llm_validation.claims.claim import Claim
 from llm_validation.claims.calibration import CostModel, constant_model
 from llm_validation.claims.scales import Scale, base_config
-from llm_validation.config import DIGEST_LEGACY, OPTIMIZERS, TrainConfig
+from llm_validation.config import DIGEST_LEGACY, OPTIMIZERS, TrainConfig, neutral_dict
 from llm_validation.rundir import RunPaths
 from llm_validation.sweep.grid import SweepPoint, point_name
 from llm_validation.validation.runs import is_complete
@@ -69,9 +70,7 @@ class PlannedRun:
 
 
 def _digest(cfg: TrainConfig) -> str:
-    d = cfg.to_dict()
-    d["run"].pop("out_dir", None)
-    d["run"].pop("resume", None)
+    d = neutral_dict(cfg.to_dict())
     for key, legacy in DIGEST_LEGACY.items():
         section, name = key.split(".")
         if d[section].get(name) == legacy:

@@ -8,8 +8,10 @@ in docs/validation.md), so the ledger and the demo train the same thing.
 
 Scales:
 
-- ``tiny`` (~1M parameters, CPU): 200 steps of 16 x 64 tokens; the whole ledger fits about 90
-  minutes on 2 CPU cores with ``--jobs 2`` (see docs/reproduce.md for the budget).
+- ``tiny`` (~1M parameters, CPU): 200 steps of 16 x 64 tokens (the horizon ladder up to
+  1600); checkpoints every 200 steps, so a killed ledger loses at most 200 steps of a long
+  run (the interval is not part of a run's name: ``config.DIGEST_NEUTRAL``); see
+  docs/reproduce.md for the budget.
 - ``small`` (~10M parameters, CPU): 400 steps of 16 x 128 tokens, for a larger CPU machine.
 - ``smollm-135m`` (SmolLM-135M shapes, GPU): 2000 steps of 32 x 512 tokens in bfloat16 on
   ``--device cuda``; checkpoints every 500 steps so an interrupted run resumes.
@@ -103,7 +105,7 @@ SCALES: Mapping[str, Scale] = {
     # this machine (the momentum error is off in the ledger; evaluation every 25 steps adds
     # ~5%: the loss curves of claim 1 get 9 points instead of 5).
     "tiny": Scale(name="tiny", model="tiny", steps=200, quick_steps=100, lrs=_TINY_LRS,
-                  sec_per_step=0.18, eval_interval=25,
+                  sec_per_step=0.18, eval_interval=25, checkpoint_interval=200,
                   notes=("tiny model (~1M parameters, byte vocabulary), default corpus, CPU",)),
     # ~20x the tiny model's FLOPs per step (10x parameters, 2x tokens); an estimate.
     "small": Scale(name="small", model="small", steps=400, quick_steps=200, lrs=_TINY_LRS,

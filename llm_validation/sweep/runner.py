@@ -37,7 +37,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from llm_validation.config import TrainConfig
+from llm_validation.config import TrainConfig, neutral_dict
 from llm_validation.rundir import RunPaths, latest_checkpoint, read_json, write_json
 from llm_validation.run import run
 from llm_validation.sweep.grid import SweepPoint
@@ -89,15 +89,14 @@ class Progress:
 
 
 def _same_config(run_dir: Path, cfg: TrainConfig) -> bool:
+    """Whether ``run_dir`` holds ``cfg``'s run (the checkpoint and log intervals aside:
+    :data:`~llm_validation.config.DIGEST_NEUTRAL`)."""
     saved = read_json(RunPaths(run_dir).config)
     try:  # through TrainConfig: fields added since the run was made take their defaults
         a = TrainConfig.from_dict({k: v for k, v in saved.items() if k != "meta"}).to_dict()
     except (TypeError, ValueError):
         return False
-    b = cfg.to_dict()
-    for d in (a, b):
-        d.get("run", {}).pop("out_dir", None)
-        d.get("run", {}).pop("resume", None)
+    a, b = neutral_dict(a), neutral_dict(cfg.to_dict())
     return json.loads(json.dumps(a)) == json.loads(json.dumps(b))
 
 

@@ -103,3 +103,26 @@ def test_docs_list_every_claim_with_its_grid_and_reason():
     doc = (Path(__file__).resolve().parents[3] / "docs" / "reproduce.md").read_text()
     for c in get_claims():
         assert f"`{c.id}`" in doc and c.grid in doc and c.reason in doc, c.id
+
+
+#: The tiny ledger's synchronous AdamW base run at the swept lr 1e-3, seed 0, as named in the
+#: committed re-run (docs/claims_tiny_rerun/runs.tar.xz): a name change would retrain the ledger.
+GOLDEN_BASE_RUN = "adamw-sync-lr0.001-mom0.9-bs16-s0-3caceebe"
+
+
+def test_run_names_ignore_the_numerics_neutral_fields():
+    """The checkpoint and log intervals do not change a run's numbers, so they do not change its
+    name (config.DIGEST_NEUTRAL): the ledger's committed runs keep their names after the tiny
+    scale started checkpointing every 200 steps; a field that changes the numbers does."""
+    import dataclasses
+
+    scale = get_scale("tiny")
+    scale = dataclasses.replace(scale, lrs={**scale.lrs, "adamw": 1e-3})
+    cfg = base_config(scale, "adamw")
+    cfg = cfg.replace(run=dataclasses.replace(cfg.run, seed=0))
+    assert cfg.run.checkpoint_interval == 200
+    assert run_name(cfg) == GOLDEN_BASE_RUN
+    for change in ({"checkpoint_interval": 0}, {"checkpoint_interval": 7}, {"log_interval": 5}):
+        assert run_name(cfg.replace(run=dataclasses.replace(cfg.run, **change))) == GOLDEN_BASE_RUN
+    assert run_name(cfg.replace(run=dataclasses.replace(cfg.run, eval_batches=4))) != \
+        GOLDEN_BASE_RUN

@@ -152,6 +152,11 @@ def test_sweep_is_resumable_and_skips_finished_runs(tmp_path):
                    overrides=MICRO + ("optim.beta2=0.99",))
     with pytest.raises(ValueError, match="different config"):
         run_sweep(g3.expand(), out, jobs=0, progress=False)
+    # the checkpoint and log intervals do not change a run's numbers (config.DIGEST_NEUTRAL):
+    # the finished runs are the same points under other intervals, and are skipped
+    g4 = SweepGrid(optimizers=("adamw",), modes=("sync", "2bw", "2bw+ef"), seeds=(0,),
+                   steps=2, overrides=MICRO + ("run.checkpoint_interval=1", "run.log_interval=2"))
+    assert [a for _, a in plan(g4.expand(), out)] == ["skip", "skip", "skip"]
 
 
 def test_a_run_made_before_the_newer_config_fields_is_still_the_same_point(tmp_path):
