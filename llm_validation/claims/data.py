@@ -3,9 +3,9 @@
 :class:`ClaimData` maps each (arm key, seed) of a claim to its run directory through the plan
 (:class:`llm_validation.claims.plan.Plan`) and reads the finished ones with
 :class:`llm_validation.validation.runs.RunRecord`. Gaps are paired by seed with the arm's
-synchronous partner through :func:`llm_validation.validation.runs.paired_gaps` (same condition,
-same seed); every other comparison between arms is paired by seed too (:func:`paired`): runs
-with the same seed share the initialisation and the data order.
+synchronous partner arm (:meth:`ClaimData.gaps`); every other comparison between arms is paired
+by seed too (:func:`paired`): runs with the same seed share the initialisation and the data
+order.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Mapping
 from llm_validation.claims.claim import Claim
 from llm_validation.claims.plan import Plan
 from llm_validation.validation.lag import Lag, run_lag
-from llm_validation.validation.runs import RunRecord, is_complete, paired_gaps
+from llm_validation.validation.runs import RunRecord, is_complete
 
 __all__ = ["ClaimData", "paired"]
 
@@ -84,9 +84,17 @@ class ClaimData:
         return out
 
     def gaps(self, key: str) -> dict[int, float]:
-        """seed -> val(arm) - val(synchronous partner), paired by seed."""
-        partner = self.claim.arm(key).partner().key
-        return paired_gaps(self.records(key), self.records(partner))
+        """seed -> val(arm) - val(synchronous partner), paired by seed. The partner is the
+        claim's own partner arm whatever the runs' condition labels say (a DC-ASGD arm's partner
+        is the plain synchronous run, whose condition label differs)."""
+        partners = {r.seed: r for r in self.partner_records(key)}
+        out = {}
+        for r in self.records(key):
+            p = partners.get(r.seed)
+            a, b = r.val_metric("final"), p.val_metric("final") if p is not None else None
+            if a is not None and b is not None:
+                out[r.seed] = a - b
+        return dict(sorted(out.items()))
 
     def partner_records(self, key: str) -> list[RunRecord]:
         """The finished runs of an arm's synchronous partner, by seed."""

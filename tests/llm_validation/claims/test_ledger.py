@@ -156,3 +156,15 @@ def test_claims_md_names_the_level_its_checks_decide_at(tmp_path):
         text = (tmp_path / "claims.md").read_text()
         headers = [ln for ln in text.splitlines() if ln.startswith("| check | kind |")]
         assert headers and all(f"| {level} interval |" in h for h in headers), headers
+
+
+def test_every_delayed_arm_has_its_gap_in_the_arm_table(tmp_path):
+    """A delayed arm's gap is paired with the claim's own synchronous partner arm by seed,
+    whatever the runs' condition labels: DC-ASGD's arms (condition 'dcasgd ...', partner the
+    plain synchronous run) get a gap like every other arm (they had none before)."""
+    plan = _ledger(tmp_path, ("dcasgd",), which="pass")
+    for r in assemble(plan, tmp_path, figures=False):
+        for key, arm in r.arms.items():
+            if not arm["sync"]:
+                assert arm["intervals"].get("gap"), (r.id, key)
+                assert len(arm["gap"]) == 3, (r.id, key)
