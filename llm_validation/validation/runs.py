@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from llm_validation.config import TrainConfig
 from llm_validation.rundir import RunPaths, TruncatedMetricsWarning, read_json, read_metrics
 
 __all__ = [
@@ -49,7 +50,8 @@ __all__ = [
 #: means), plus those that define the mode rather than the condition.
 NON_CONDITION_RUN_FIELDS = ("seed", "out_dir", "resume", "device", "eval_interval",
                             "stats_interval", "momentum_error_interval", "large_batch_factor",
-                            "checkpoint_interval", "microbatches", "pipeline", "stages")
+                            "checkpoint_interval", "log_interval", "profile", "microbatches",
+                            "pipeline", "stages")
 #: ``tail`` gap metric: the mean of the last this many validation evaluations (the final one,
 #: at W(N), included).
 TAIL_EVALS = 3
@@ -187,8 +189,16 @@ class RunRecord:
 
     @cached_property
     def condition(self) -> str:
-        """The config without seed, delay and bookkeeping fields, as canonical JSON."""
-        cfg = {k: v for k, v in self.config.items() if k not in ("meta", "delay")}
+        """The config without seed, delay and bookkeeping fields, as canonical JSON. The saved
+        config is read through ``TrainConfig`` first, so fields added since the run was made
+        take their defaults: a run written by older code pairs with its partner written by newer
+        code (a raw dict when the config does not parse here)."""
+        raw = {k: v for k, v in self.config.items() if k != "meta"}
+        try:
+            raw = TrainConfig.from_dict(raw).to_dict()
+        except (TypeError, ValueError, KeyError):
+            pass
+        cfg = {k: v for k, v in raw.items() if k != "delay"}
         cfg["run"] = {k: v for k, v in cfg.get("run", {}).items()
                       if k not in NON_CONDITION_RUN_FIELDS}
         return json.dumps(cfg, sort_keys=True)
