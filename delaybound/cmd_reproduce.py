@@ -162,16 +162,20 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     exts = within_budget(exts, base, lambda chosen: _plan(
         args, measure=False, scale=scale, cost_model=base.cost_model, claim_seeds=chosen),
         policy.budget_min * 60)
+    policy_doc = {**policy.to_dict(), "extensions": [e.to_dict() for e in exts]}
     if any(e.seeds for e in exts):
+        # the first look's ledger, so that a stop during stage 3 leaves a readable ledger
+        write_ledger(plan, results, args.out, summary,
+                     seeds_policy={**policy_doc, "pending": True})
         if not args.quiet:
-            print("[reproduce] stage 3/3: extra seeds", file=sys.stderr, flush=True)
+            print("[reproduce] first look written to "
+                  f"{os.path.join(args.out, 'claims.md')}; stage 3/3: extra seeds",
+                  file=sys.stderr, flush=True)
         plan = _plan(args, measure=False, scale=scale, cost_model=plan.cost_model,
                      claim_seeds={e.claim_id: tuple(range(e.seeds)) for e in exts if e.seeds})
-        summary = train(plan)
+        summary = summary.followed_by(train(plan))
         results = assemble(plan, args.out, policy=policy)
-    doc = write_ledger(plan, results, args.out, summary,
-                       seeds_policy={**policy.to_dict(),
-                                     "extensions": [e.to_dict() for e in exts]})
+    doc = write_ledger(plan, results, args.out, summary, seeds_policy=policy_doc)
     if args.json:
         print_json(doc)
     else:

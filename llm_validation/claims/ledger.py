@@ -99,6 +99,10 @@ def _stages_md(stages: Mapping[str, Any]) -> list[str]:
                   f"(power {pol['power']:.0%}), alpha {pol['alpha']:g} split "
                   f"{pol['level1']:.3f} / {pol['level2']:.3f}: every check of this ledger "
                   "decides at its look's level.", ""]
+        if pol.get("pending"):
+            lines += ["**This is the first look: the extra seeds below are still training.** "
+                      "The same command finishes them and rewrites this ledger; verdicts of the "
+                      "extended claims may change then (at the same error rate).", ""]
         for e in pol.get("extensions", []):
             needs = "; ".join(f"{k}: {'more than 1000 / on the boundary' if v is None else v}"
                               for k, v in e["needs"].items())

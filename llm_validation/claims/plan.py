@@ -227,6 +227,14 @@ class ExecutionSummary:
         return {"ran": self.ran, "reused": self.reused, "errors": list(self.errors),
                 "unavailable": self.unavailable, "wall_s": round(self.wall_s, 1)}
 
+    def followed_by(self, later: "ExecutionSummary") -> "ExecutionSummary":
+        """One invocation's two trainings as one, where ``later`` ran a plan that holds this
+        one's runs (the extra seeds after the claims' runs): what this one trained, ``later``
+        counted as reused."""
+        return ExecutionSummary(ran=self.ran + later.ran, reused=later.reused - self.ran,
+                                errors=self.errors + later.errors,
+                                unavailable=later.unavailable, wall_s=self.wall_s + later.wall_s)
+
 
 class _CostProgress:
     """Progress lines on a stream with an ETA weighted by the estimated cost left."""
