@@ -103,8 +103,13 @@ def ladder_axes(axes, claim: Claim, d: ClaimData) -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     from matplotlib.ticker import FuncFormatter
-    for fmt in (ax_lag.yaxis.set_major_formatter, ax_lag.yaxis.set_minor_formatter):
-        fmt(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+
+    def steps_label(v: float, _pos: object = None) -> str:
+        """Plain step counts on the lag axis, minor ticks only at 2 and 5 x 10^k (legible)."""
+        lead = v / 10 ** math.floor(math.log10(v)) if v > 0 else 0
+        return f"{v:,.0f}" if round(lead, 6) in (1.0, 2.0, 5.0) else ""
+    ax_lag.yaxis.set_major_formatter(FuncFormatter(steps_label))
+    ax_lag.yaxis.set_minor_formatter(FuncFormatter(steps_label))
     ax_gap.set_title("gap vs horizon", fontsize=10)
     ax_lag.set_title("lag vs horizon", fontsize=10)
 
