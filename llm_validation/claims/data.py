@@ -87,14 +87,9 @@ class ClaimData:
         """seed -> val(arm) - val(synchronous partner), paired by seed. The partner is the
         claim's own partner arm whatever the runs' condition labels say (a DC-ASGD arm's partner
         is the plain synchronous run, whose condition label differs)."""
-        partners = {r.seed: r for r in self.partner_records(key)}
-        out = {}
-        for r in self.records(key):
-            p = partners.get(r.seed)
-            a, b = r.val_metric("final"), p.val_metric("final") if p is not None else None
-            if a is not None and b is not None:
-                out[r.seed] = a - b
-        return dict(sorted(out.items()))
+        def finals(recs: list[RunRecord]) -> dict[int, float]:
+            return {r.seed: v for r in recs if (v := r.val_metric("final")) is not None}
+        return paired(finals(self.records(key)), finals(self.partner_records(key)))
 
     def partner_records(self, key: str) -> list[RunRecord]:
         """The finished runs of an arm's synchronous partner, by seed."""
