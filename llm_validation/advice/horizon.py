@@ -4,21 +4,28 @@ Algorithm
     The scale-free delay cost of a pair is its gap fraction ``g = (d - v_T) / (v_0 - v_T)``
     (:class:`~llm_validation.validation.lag.Lag`: the gap as a share of the synchronous run's
     loss decrease). Over the pilot's pairs of one optimizer and mode, at horizons ``T_i`` steps,
-    fit ``g = a + b log T`` by least squares and read it at the target horizon ``T*``, with the
-    t prediction interval ``g* +- t_{n-2} s sqrt(1 + x*' (X'X)^-1 x*)``. With a single horizon
-    the trend is not identified: ``b = 0`` (g assumed constant in the horizon) and the interval is
-    the t prediction interval of one more pair, ``mean +- t_{n-1} s sqrt(1 + 1/n)``; the result
-    says so (``trend: "none (one horizon)"``).
+    fit the power law ``log g = a + b log T`` by least squares and read it at the target horizon
+    ``T*``: the estimate ``exp(a + b log T*)`` with the t prediction interval
+    ``exp(l* +- t_{n-2} s sqrt(1 + x*' (X'X)^-1 x*))`` of the log-scale line (always positive).
+    If any pair has ``g <= 0`` (no logarithm) the line is fitted to ``g`` itself
+    (``g = a + b log T``) and the result says so. With a single horizon the trend is not
+    identified: ``b = 0`` (g assumed constant in the horizon) and the interval is the t prediction
+    interval of one more pair, ``mean +- t_{n-1} s sqrt(1 + 1/n)`` (``trend: "none (one
+    horizon)"``).
 
 Assumptions
     Pairs at one horizon are exchangeable draws (seeds, and whatever other variants the pilot
     pools: a ledger's lr, momentum and batch variants widen the interval rather than bias it);
-    ``g`` is linear in ``log T`` over and beyond the pilot's horizons.
+    ``log g`` is linear in ``log T`` over and beyond the pilot's horizons, with Gaussian
+    residuals: the gap shrinks (or grows) as a power of the horizon, which is what the horizon
+    ladder measures (claim 18: per-optimizer log-log slopes; docs/advise.md). Why not a line in
+    ``g``: it crosses zero when extrapolated, predicting a 2BW run that beats its synchronous
+    twin.
 
 Guarantee
-    Exact on data that lie on a line in ``log T`` (zero residual, zero-width interval); the
-    interval is the usual Gaussian prediction interval, so it is only as good as the linear-in-
-    ``log T`` assumption, which an extrapolation over two decades cannot check.
+    Exact on data that follow a power law (zero residual, zero-width interval); the interval is
+    the Gaussian prediction interval on the log scale, so it is only as good as the power-law
+    assumption, which an extrapolation over two decades cannot check.
 
 Reference
     Ordinary least squares prediction intervals (e.g. Seber & Lee, Linear Regression Analysis,
@@ -34,7 +41,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import stats
 
-__all__ = ["LEVEL", "GapPrediction", "fit_horizon", "predict_empirical"]
+__all__ = ["LEVEL", "TREND", "ADDITIVE", "GapPrediction", "fit_horizon", "predict_empirical"]
 
 #: Level of every interval advise prints (the validation's 95%).
 LEVEL = 0.95
@@ -47,7 +54,7 @@ class GapPrediction:
     estimate: float
     """Predicted gap fraction g (share of the synchronous loss decrease)."""
     lo: float
-    """Lower end of the interval (-inf when unbounded)."""
+    """Lower end of the interval (-inf when unbounded; 0 for an unbounded power law)."""
     hi: float
     """Upper end (+inf when unbounded)."""
     n: int
@@ -62,10 +69,38 @@ class GapPrediction:
                 "method": self.method, **self.detail}
 
 
+#: The fitted trend: the gap fraction as a power of the horizon. The horizon ladder (claim 18)
+#: measures the 2BW gap's log-log slope against the horizon (-0.16 for AdamW, -0.91 for Muon at
+#: tiny scale): a straight line in log g, not in g. A line in g extrapolates below zero (on the
+#: tiny ledger: Muon's gap -5.3% of the loss decrease at 15,259 steps, i.e. 2BW "ahead" of sync).
+TREND = "log g = a + b log T"
+#: The fallback when a pilot pair has g <= 0 (no logarithm): the additive line in log T.
+ADDITIVE = "g = a + b log T"
+
+
+def _ols(x: np.ndarray, y: np.ndarray, x_star: float,
+         level: float) -> tuple[float, float, float, float, float]:
+    """OLS line ``y = a + b x`` read at ``x_star``: (estimate, lo, hi, a, b) with the t
+    prediction interval of one more point (infinite for n <= 2)."""
+    n = x.size
+    X = np.column_stack([np.ones(n), x])
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    xs = np.array([1.0, x_star])
+    est = float(xs @ coef)
+    if n <= 2:
+        return est, -math.inf, math.inf, float(coef[0]), float(coef[1])
+    resid = y - X @ coef
+    s2 = float(resid @ resid) / (n - 2)
+    lever = float(xs @ np.linalg.inv(X.T @ X) @ xs)
+    half = float(stats.t.ppf(0.5 + level / 2, n - 2)) * math.sqrt(s2 * (1 + lever))
+    return est, est - half, est + half, float(coef[0]), float(coef[1])
+
+
 def fit_horizon(horizons: Sequence[float], fractions: Sequence[float], target: float,
                 level: float = LEVEL) -> GapPrediction:
-    """The module's fit of ``g = a + b log T`` on ``(horizons, fractions)``, read at ``target``
-    steps. ``ValueError`` with no point, a non-positive horizon or a non-finite fraction."""
+    """The module's fit of the gap fraction against the horizon, read at ``target`` steps:
+    :data:`TREND` when every fraction is positive, else :data:`ADDITIVE`; constant with one
+    horizon. ``ValueError`` with no point, a non-positive horizon or a non-finite fraction."""
     T = np.asarray(horizons, dtype=np.float64)
     g = np.asarray(fractions, dtype=np.float64)
     if T.size == 0 or T.shape != g.shape:
@@ -83,21 +118,17 @@ def fit_horizon(horizons: Sequence[float], fractions: Sequence[float], target: f
         half = float(stats.t.ppf(q, n - 1)) * float(g.std(ddof=1)) * math.sqrt(1 + 1 / n)
         return GapPrediction(estimate=est, lo=est - half, hi=est + half, n=n, method="empirical",
                              detail={"trend": "none (one horizon)", "horizons": distinct.tolist()})
-    X = np.column_stack([np.ones(n), np.log(T)])
-    coef, *_ = np.linalg.lstsq(X, g, rcond=None)
-    x = np.array([1.0, math.log(target)])
-    est = float(x @ coef)
-    detail = {"trend": "g = a + b log T", "a": float(coef[0]), "b": float(coef[1]),
-              "horizons": distinct.tolist()}
-    if n <= 2:
-        return GapPrediction(estimate=est, lo=-math.inf, hi=math.inf, n=n, method="empirical",
-                             detail=detail)
-    resid = g - X @ coef
-    s2 = float(resid @ resid) / (n - 2)
-    lever = float(x @ np.linalg.inv(X.T @ X) @ x)
-    half = float(stats.t.ppf(q, n - 2)) * math.sqrt(s2 * (1 + lever))
-    return GapPrediction(estimate=est, lo=est - half, hi=est + half, n=n, method="empirical",
-                         detail=detail)
+    if np.all(g > 0):
+        # the median of a log-normal prediction: exp of the log-scale line and its interval
+        est, lo, hi, a, b = (float(v) for v in _ols(np.log(T), np.log(g), math.log(target),
+                                                    level))
+        est, lo, hi = math.exp(est), math.exp(lo), math.exp(hi)
+        trend = TREND
+    else:
+        est, lo, hi, a, b = _ols(np.log(T), g, math.log(target), level)
+        trend = f"{ADDITIVE} (a pilot pair has g <= 0: no power law)"
+    return GapPrediction(estimate=est, lo=lo, hi=hi, n=n, method="empirical",
+                         detail={"trend": trend, "a": a, "b": b, "horizons": distinct.tolist()})
 
 
 def predict_empirical(pairs: Sequence[Any], target: float,

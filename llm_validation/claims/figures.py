@@ -15,7 +15,9 @@ any finished run (:func:`draw` returns None).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+
 import numpy as np
 
 from llm_validation.claims.arms import Arm
@@ -27,7 +29,7 @@ from llm_validation.validation.inference import t_interval
 from llm_validation.validation.plots import DPI
 from llm_validation.validation.runs import RunRecord
 
-__all__ = ["draw", "GAP_LABEL", "VAL_ZOOM"]
+__all__ = ["draw", "plain_ticks", "GAP_LABEL", "VAL_ZOOM"]
 
 GAP_LABEL = "sync-async gap (nats/byte)"
 #: Validation-loss panels show this many nats above the lowest curve (the end of training,
@@ -58,6 +60,20 @@ def _mean_band(runs: list[RunRecord], key: str):
     return np.asarray(common), v.mean(axis=1), v.min(axis=1), v.max(axis=1)
 
 
+def plain_ticks(axis, values: Sequence[float] | None = None) -> None:
+    """Plain tick labels ('16', '0.002', '3'), never '1.6 x 10^1'. With ``values``, the major
+    ticks sit at exactly those data values (no minor labels); without, the axis keeps its
+    locator and its minor ticks are labelled too (a log axis spanning less than a decade)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    fmt = FuncFormatter(lambda v, _pos: f"{v:g}")
+    if values:
+        axis.set_major_locator(FixedLocator(sorted(set(float(v) for v in values))))
+        axis.set_minor_formatter(NullFormatter())
+    else:
+        axis.set_minor_formatter(fmt)
+    axis.set_major_formatter(fmt)
+
+
 def _gap_text(d: ClaimData, arm: Arm) -> str:
     if arm.is_sync:
         return ""
@@ -75,6 +91,7 @@ def _curves(ax_grid, claim: Claim, d: ClaimData) -> None:
             arms = [a for a in claim.all_arms() if opt is None or a.optimizer == opt]
             modes = list(dict.fromkeys(a.mode for a in arms))
             lows = []
+            start_label = "end of synchronous start"
             for k, arm in enumerate(arms):
                 if arm.is_sync and metric not in ("val_loss", "loss"):
                     continue                  # statistics of the delay: delayed runs only
@@ -92,13 +109,15 @@ def _curves(ax_grid, claim: Claim, d: ClaimData) -> None:
                 start = arm.value("delay.sync_start")
                 if start is not None and d.records(arm.key):
                     ax.axvline(d.records(arm.key)[0].config["delay"]["sync_start"],
-                               color=color, lw=0.8, ls=":")
+                               color=color, lw=0.8, ls=":", label=start_label)
+                    start_label = None            # one legend entry per panel
             ax.set_xlabel("optimizer step")
             ax.set_ylabel(ylabel)
             if opt is not None:
                 ax.set_title(optimizer_label(opt), fontsize=10)
             if metric == "loss":
                 ax.set_yscale("log")          # a diverging run spans decades
+                plain_ticks(ax.yaxis)
             elif metric == "val_loss" and lows:
                 ax.set_ylim(min(lows) - 0.05, min(lows) + VAL_ZOOM)
             ax.grid(alpha=0.3)
@@ -128,7 +147,8 @@ def _bars(ax, claim: Claim, d: ClaimData) -> None:
             ax.bar(x, iv.estimate, width * 0.9, color=f"C{j}",
                    label=name if i == 0 or len(opts) == 1 else None, yerr=err, capsize=3)
             ax.scatter([x] * len(g), g, s=8, color="k", zorder=3)
-            ax.annotate(f"{iv.estimate:.3f}", (x, max(iv.estimate, max(g))),
+            top = max(iv.hi if iv.bounded else iv.estimate, max(g))   # above the whisker
+            ax.annotate(f"{iv.estimate:.3f}", (x, top),
                         textcoords="offset points", xytext=(0, 4), ha="center", fontsize=7)
     if len(opts) == 1:            # one optimizer: the bars are named on the x axis
         xs = [(j - (len(names) - 1) / 2) * width for j in range(len(names))]
@@ -179,9 +199,11 @@ def _lines(ax, claim: Claim, d: ClaimData) -> None:
             ax.axhline(iv.estimate, color="k", ls="--",
                        label=f"{claim.arm(spec.reference).label} (constant delay)")
             if iv.bounded:
-                ax.axhspan(iv.lo, iv.hi, color="k", alpha=0.1)
+                ax.axhspan(iv.lo, iv.hi, color="k", alpha=0.1,
+                           label=f"its {iv.level:.0%} t interval")
     if spec.logx:
         ax.set_xscale("log")
+    plain_ticks(ax.xaxis, [x for pts in series.values() for x, _ in pts])
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel(spec.xlabel)
     ax.set_ylabel(GAP_LABEL)

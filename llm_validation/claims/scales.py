@@ -41,12 +41,15 @@ FINAL_EVAL_BATCHES = 32
 #: libraries' bfloat16 elsewhere (docs/performance.md: Muon 1.4-1.5x faster on AVX2 CPUs).
 NS_DTYPE = "auto"
 
-#: Why each optimizer's lr is what it is (shown in docs/reproduce.md and ``--list``).
-LR_REASON = ("AdamW 1e-3 and Muon 1e-2 are the demo's tuned tiny-model lrs (BASE_OPTIM: each "
-             "near its best synchronous loss at this scale); NorMuon takes Muon's lr (it is Muon "
-             "with a row-wise second-moment normalisation and the same RMS-matched lr scale); "
-             "SOAP takes AdamW's (it is Adam in the preconditioner's eigenbasis; its paper "
-             "reuses AdamW's lr)")
+#: Why each optimizer's lr is what it is (shown in docs/reproduce.md, ``--list`` and every
+#: claims.json). The scale's lrs are the centres of the stage-1 sweep; the lrs a ledger trains
+#: with are the sweep's choice, recorded per optimizer with its source in ``lr_sweep.json``.
+LR_REASON = ("The lrs used are stage 1's choice per optimizer (lr_sweep.json: 'sweep' = the best "
+             "of a factor-2 log grid of synchronous runs, widened until interior; 'override' = "
+             "--set OPT:optim.lr). The grid's centres: AdamW 1e-3 and Muon 1e-2, the demo's tuned "
+             "tiny-model lrs (BASE_OPTIM); NorMuon Muon's (Muon with a row-wise second-moment "
+             "normalisation and the same RMS-matched lr scale); SOAP AdamW's (Adam in the "
+             "preconditioner's eigenbasis; its paper reuses AdamW's lr)")
 
 #: Relative cost of one step per optimizer (AdamW = 1): CPU seconds of 60-step delayed tiny
 #: runs with statistics, one thread (AdamW 9.2 s, Muon 11.2, NorMuon 10.4, SOAP 11.5); the

@@ -4,22 +4,44 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from scipy import stats
 
-from llm_validation.advice.horizon import fit_horizon
+from llm_validation.advice.horizon import ADDITIVE, TREND, fit_horizon
 
 #: Least squares on exact data: round-off only.
 EXACT = 1e-9
 
 
-def test_exact_log_trend_is_recovered_with_zero_width():
+def test_exact_power_law_is_recovered_with_zero_width():
     T = [100, 100, 200, 200, 400]
-    g = [0.1 + 0.02 * math.log(t) for t in T]
+    g = [0.9 * t ** -0.5 for t in T]                 # a lag-like gap: halves per 4x horizon
     p = fit_horizon(T, g, 1600)
-    assert p.estimate == pytest.approx(0.1 + 0.02 * math.log(1600), abs=EXACT)
+    assert p.detail["trend"] == TREND
+    assert p.estimate == pytest.approx(0.9 * 1600 ** -0.5, abs=EXACT)
     assert p.hi - p.lo == pytest.approx(0.0, abs=EXACT)
-    assert p.detail["b"] == pytest.approx(0.02, abs=EXACT) and p.n == 5
+    assert p.detail["b"] == pytest.approx(-0.5, abs=EXACT) and p.n == 5
+
+
+def test_a_shrinking_gap_is_never_extrapolated_below_zero():
+    """The tiny ledger's Muon pairs fall ~0.91 per log-log unit: a line in g (the old trend)
+    crossed zero and predicted -5.3% at 15,259 steps; the power law stays positive."""
+    T = [100, 100, 200, 200, 400, 800, 1600]
+    g = [0.063, 0.060, 0.056, 0.052, 0.030, 0.013, 0.0088]
+    p = fit_horizon(T, g, 15259)
+    assert 0 < p.lo <= p.estimate <= p.hi < 0.0088
+    line = np.polyfit(np.log(T), g, 1)                # what the additive trend would say
+    assert np.polyval(line, math.log(15259)) < 0
+
+
+def test_a_non_positive_pair_falls_back_to_the_additive_line_and_says_so():
+    T = [100, 200, 400, 800]
+    g = [0.03 - 0.01 * math.log2(t / 100) for t in T]    # exact line in log T, reaching 0
+    p = fit_horizon(T, g, 1600)
+    assert p.detail["trend"].startswith(ADDITIVE) and "g <= 0" in p.detail["trend"]
+    assert p.estimate == pytest.approx(-0.01, abs=EXACT)
+    assert p.hi - p.lo == pytest.approx(0.0, abs=EXACT)
 
 
 def test_one_horizon_is_a_prediction_interval_of_the_mean():

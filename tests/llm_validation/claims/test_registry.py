@@ -106,7 +106,7 @@ def test_docs_list_every_claim_with_its_grid_and_reason():
 
 
 #: The tiny ledger's synchronous AdamW base run at the swept lr 1e-3, seed 0, as named in the
-#: committed re-run (docs/claims_tiny_rerun/runs.tar.xz): a name change would retrain the ledger.
+#: committed ledger (docs/claims_tiny/runs.tar.xz): a name change would retrain the ledger.
 GOLDEN_BASE_RUN = "adamw-sync-lr0.001-mom0.9-bs16-s0-3caceebe"
 
 

@@ -31,3 +31,14 @@ def test_distances_per_kind():
     assert distances("side", 0.3, {"boundary": 0.1}) == pytest.approx([0.2])
     assert distances("equivalence", 0.02, {"width": 0.05}) == pytest.approx([0.03])
     assert distances("not_better", -0.01, {"width": 0.05}) == pytest.approx([0.01, 0.04])
+
+
+def test_an_effect_on_the_boundary_reads_more_than_the_search_limit_in_the_ledger():
+    from llm_validation.claims.markdown import _needed
+    from llm_validation.validation.power import MAX_SEEDS
+    tiny = with_seeds_needed(_undecided(0.0005))     # ~1/100 of the spread: > 1000 seeds
+    assert tiny.status == "inconclusive"
+    assert set(tiny.seeds_needed.values()) == {None}
+    assert _needed(tiny) == f"more than {MAX_SEEDS} / more than {MAX_SEEDS}"
+    assert _needed(with_seeds_needed(_undecided(0.04))) == " / ".join(
+        str(v) for v in with_seeds_needed(_undecided(0.04)).seeds_needed.values())
