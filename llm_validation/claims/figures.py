@@ -91,7 +91,7 @@ def _curves(ax_grid, claim: Claim, d: ClaimData) -> None:
             arms = [a for a in claim.all_arms() if opt is None or a.optimizer == opt]
             modes = list(dict.fromkeys(a.mode for a in arms))
             lows = []
-            start_label = "end of synchronous start"
+            starts: set[int] = set()     # synchronous-start ends drawn on this panel
             for k, arm in enumerate(arms):
                 if arm.is_sync and metric not in ("val_loss", "loss"):
                     continue                  # statistics of the delay: delayed runs only
@@ -108,9 +108,11 @@ def _curves(ax_grid, claim: Claim, d: ClaimData) -> None:
                 ax.fill_between(steps, lo, hi, color=color, alpha=0.15, lw=0)
                 start = arm.value("delay.sync_start")
                 if start is not None and d.records(arm.key):
-                    ax.axvline(d.records(arm.key)[0].config["delay"]["sync_start"],
-                               color=color, lw=0.8, ls=":", label=start_label)
-                    start_label = None            # one legend entry per panel
+                    at = int(d.records(arm.key)[0].config["delay"]["sync_start"])
+                    if at not in starts:      # one grey line and legend entry per step
+                        ax.axvline(at, color="0.4", lw=0.8, ls=":",
+                                   label=None if starts else "end of synchronous start")
+                        starts.add(at)
             ax.set_xlabel("optimizer step")
             ax.set_ylabel(ylabel)
             if opt is not None:
