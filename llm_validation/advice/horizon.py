@@ -120,8 +120,7 @@ def fit_horizon(horizons: Sequence[float], fractions: Sequence[float], target: f
                              detail={"trend": "none (one horizon)", "horizons": distinct.tolist()})
     if np.all(g > 0):
         # the median of a log-normal prediction: exp of the log-scale line and its interval
-        est, lo, hi, a, b = (float(v) for v in _ols(np.log(T), np.log(g), math.log(target),
-                                                    level))
+        est, lo, hi, a, b = _ols(np.log(T), np.log(g), math.log(target), level)
         est, lo, hi = math.exp(est), math.exp(lo), math.exp(hi)
         trend = TREND
     else:

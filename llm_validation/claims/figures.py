@@ -15,7 +15,6 @@ any finished run (:func:`draw` returns None).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +25,10 @@ from llm_validation.claims.data import ClaimData
 from llm_validation.claims.decisions import ClaimResult
 from llm_validation.config import optimizer_label
 from llm_validation.validation.inference import t_interval
-from llm_validation.validation.plots import DPI
+from llm_validation.validation.plots import DPI, plain_ticks
 from llm_validation.validation.runs import RunRecord
 
-__all__ = ["draw", "plain_ticks", "GAP_LABEL", "VAL_ZOOM"]
+__all__ = ["draw", "GAP_LABEL", "VAL_ZOOM"]
 
 GAP_LABEL = "sync-async gap (nats/byte)"
 #: Validation-loss panels show this many nats above the lowest curve (the end of training,
@@ -58,20 +57,6 @@ def _mean_band(runs: list[RunRecord], key: str):
         return None
     v = np.array([[s[t] for s in series] for t in common])      # [steps, runs]
     return np.asarray(common), v.mean(axis=1), v.min(axis=1), v.max(axis=1)
-
-
-def plain_ticks(axis, values: Sequence[float] | None = None) -> None:
-    """Plain tick labels ('16', '0.002', '3'), never '1.6 x 10^1'. With ``values``, the major
-    ticks sit at exactly those data values (no minor labels); without, the axis keeps its
-    locator and its minor ticks are labelled too (a log axis spanning less than a decade)."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
-    fmt = FuncFormatter(lambda v, _pos: f"{v:g}")
-    if values:
-        axis.set_major_locator(FixedLocator(sorted(set(float(v) for v in values))))
-        axis.set_minor_formatter(NullFormatter())
-    else:
-        axis.set_minor_formatter(fmt)
-    axis.set_major_formatter(fmt)
 
 
 def _gap_text(d: ClaimData, arm: Arm) -> str:

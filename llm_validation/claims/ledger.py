@@ -32,6 +32,7 @@ from llm_validation.claims.scales import LR_REASON
 from llm_validation.claims.runtable import run_table
 from llm_validation.claims.statements import CLAIM_RULE, PAPER, THEORY
 from llm_validation.rundir import write_json
+from llm_validation.validation.power import MAX_SEEDS
 
 __all__ = ["RUNS_DIR", "FIGURES_DIR", "assemble", "write_ledger", "GAP_DEFINITION"]
 
@@ -103,9 +104,9 @@ def _stages_md(stages: Mapping[str, Any]) -> list[str]:
             lines += ["**This is the first look: the extra seeds below are still training.** "
                       "The same command finishes them and rewrites this ledger; verdicts of the "
                       "extended claims may change then (at the same error rate).", ""]
+        beyond = f"more than {MAX_SEEDS} / on the boundary"    # power.seeds_needed's None
         for e in pol.get("extensions", []):
-            needs = "; ".join(f"{k}: {'more than 1000 / on the boundary' if v is None else v}"
-                              for k, v in e["needs"].items())
+            needs = "; ".join(f"{k}: {beyond if v is None else v}" for k, v in e["needs"].items())
             cut = (f"not run to {e['over_budget']} seeds: over the extra-seeds budget "
                    f"(~{e.get('added_process_s', 0) / 60:.0f} process-min); "
                    if e.get("over_budget") else "")

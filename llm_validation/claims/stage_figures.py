@@ -24,7 +24,7 @@ from llm_validation.claims.ladder import PAPER_GAP, crossing, fit_slope
 from llm_validation.claims.lr_sweep import LrChoice, grid_lrs
 from llm_validation.claims.registry import LADDER_OPTIMIZERS
 from llm_validation.config import optimizer_label
-from llm_validation.validation.plots import DPI
+from llm_validation.validation.plots import DPI, plain_ticks
 
 __all__ = ["ladder_axes", "draw_lr_sweep", "LR_SWEEP_PNG"]
 
@@ -52,7 +52,6 @@ def _series(ax, values: Mapping[int, Mapping[int, float]], color: str, mode: str
 def _step_ticks(ax) -> None:
     """Plain step counts at the plotted horizons (and at the decades beyond them, where an
     extrapolation reaches), no minor labels: '400', not '4 x 10^2'."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
     lo, hi = ax.get_xlim()
     hs = sorted({float(x) for line in ax.get_lines() if line.get_marker() not in (None, "None", "")
                  for x in line.get_xdata()} |
@@ -62,9 +61,7 @@ def _step_ticks(ax) -> None:
         return
     decades = [10.0 ** k for k in range(math.ceil(math.log10(lo)), math.floor(math.log10(hi)) + 1)
                if all(abs(math.log(10.0 ** k / h)) > math.log(1.5) for h in hs)]
-    ax.xaxis.set_major_locator(FixedLocator(sorted(set(hs) | set(decades))))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    plain_ticks(ax.xaxis, hs + decades, fmt="{:,.0f}")
 
 
 def ladder_axes(axes, claim: Claim, d: ClaimData) -> None:

@@ -37,7 +37,7 @@ from llm_validation.validation.inference import (
 from llm_validation.validation.runs import RunRecord, sync_partner
 from llm_validation.validation.trends import BOOTSTRAP_SEED, best_family, family_points
 
-__all__ = ["make_plots", "DPI"]
+__all__ = ["make_plots", "plain_ticks", "DPI"]
 
 #: Resolution of every PNG (readable on screen and in a README without being large).
 DPI = 110
@@ -50,6 +50,21 @@ def _plt():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
+
+
+def plain_ticks(axis, values: Sequence[float] | None = None, fmt: str = "{:g}") -> None:
+    """Plain tick labels ('16', '0.002', '3'; ``fmt`` formats each), never '1.6 x 10^1'. With
+    ``values``, the major ticks sit at exactly those values (no minor labels); without, the axis
+    keeps its locator and its minor ticks are labelled too (a log axis spanning less than a
+    decade)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    label = FuncFormatter(lambda v, _pos: fmt.format(v))
+    if values:
+        axis.set_major_locator(FixedLocator(sorted(set(float(v) for v in values))))
+        axis.set_minor_formatter(NullFormatter())
+    else:
+        axis.set_minor_formatter(label)
+    axis.set_major_formatter(label)
 
 
 def _band(runs: Sequence[RunRecord], key: str, how: str = "t"
