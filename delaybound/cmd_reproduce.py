@@ -1,12 +1,16 @@
 """``delaybound reproduce``: the paper's 16 empirical claims, the project's claim 17 and the
 horizon ladder as a ledger.
 
+- ``reproduce --protocol --out DIR [--scale S] [--claims ...]``: the rules that will decide the
+  ledger (:mod:`llm_validation.claims.protocol`), written before its runs.
 - ``reproduce --list [--json] [--scale S] [--seeds N] [--quick] [--jobs J]``: every claim with
   its id, the paper's wording and figure, its grid and the reason for it, the runs it needs and
   their estimated cost, and the totals over all claims (runs are shared).
 - ``reproduce --out DIR [--claims ID,...] [--scale tiny|small|smollm-135m] [--seeds N]
   [--jobs J] [--threads T] [--device cpu|cuda] [--quick] [--set [OPT:]SEC.FIELD=VALUE]
-  [--max-seeds N] [--extra-budget MIN] [--keep-checkpoints] [--quiet] [--json]``: runs the stages
+  [--max-seeds N] [--extra-budget MIN] [--keep-checkpoints] [--quiet] [--json]
+  [--reanalyse] [--stop-after sweep]``: records the protocol (``OUT/protocol.json``, refused
+  when OUT holds another unless ``--reanalyse``), runs the stages
   (:mod:`llm_validation.claims.stages`: lr sweep -> the claims' runs -> extra seeds), training
   what is missing into ``DIR/runs`` (resumable: one run directory per distinct config, shared
   across claims and stages, through the sweep runner), then writes ``DIR/claims.md``,
@@ -60,7 +64,8 @@ def _plan(args: argparse.Namespace, *, measure: bool, scale=None, claim_seeds=No
     check_at_least("--threads", args.threads, 1)
     check_overrides("--set", args.set)
     n = args.seeds if args.seeds is not None else (1 if args.quick else 3)
-    claims, scale = get_claims(args.claims), scale or get_scale(args.scale)
+    scale = scale or get_scale(args.scale)
+    claims = get_claims(args.claims or scale.claims)
     overrides = tuple(args.set or ())
     kw = dict(seeds=tuple(range(n)), quick=args.quick, device=args.device, overrides=overrides,
               claim_seeds=claim_seeds)
@@ -122,14 +127,33 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _protocol_doc(args: argparse.Namespace, plan) -> dict:
+    from llm_validation.claims.protocol import protocol
+    return protocol(plan.claims, plan.scale, _policy(args), plan.seeds, plan.overrides)
+
+
+def _write_protocol(args: argparse.Namespace) -> int:
+    from llm_validation.claims.protocol import write_protocol
+    check_out_dir("--out", args.out)
+    doc = write_protocol(args.out, _protocol_doc(args, _plan(args, measure=False)))
+    print(f"protocol {doc['digest'][:12]} (commit {str(doc['commit'])[:12]}) written to "
+          f"{os.path.join(args.out, 'protocol.json')} and protocol.md")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.list:
         return _list(args)
     if not args.out:
         raise ValueError("--out DIR is required (or --list)")
+    if args.protocol:
+        return _write_protocol(args)
     check_out_dir("--out", args.out)
     policy = _policy(args)
     plan = _plan(args, measure=True)
+    from llm_validation.claims.protocol import check_protocol
+    # the rules are recorded (or checked against the recorded ones) before anything trains
+    record = check_protocol(args.out, _protocol_doc(args, plan), reanalyse=args.reanalyse)
     if plan.device == "cuda":
         import torch
         if not torch.cuda.is_available():
@@ -153,6 +177,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                         overrides=plan.overrides, train=train, runs_dir=RUNS_DIR,
                         figures_dir=FIGURES_DIR, cost_model=plan.cost_model)
     plan = _plan(args, measure=False, scale=scale, cost_model=plan.cost_model)
+    if args.stop_after == "sweep":
+        print(f"[reproduce] stopped after the lr sweep ({os.path.join(args.out, 'lr_sweep.json')})",
+              file=sys.stderr, flush=True)
+        return 1 if errors else 0
     if not args.quiet:
         print("[reproduce] stage 2/3: the claims' runs", file=sys.stderr, flush=True)
     summary = train(plan)
@@ -166,7 +194,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if any(e.seeds for e in exts):
         # the first look's ledger, so that a stop during stage 3 leaves a readable ledger
         write_ledger(plan, results, args.out, summary,
-                     seeds_policy={**policy_doc, "pending": True})
+                     seeds_policy={**policy_doc, "pending": True}, protocol=record)
         if not args.quiet:
             print("[reproduce] first look written to "
                   f"{os.path.join(args.out, 'claims.md')}; stage 3/3: extra seeds",
@@ -175,7 +203,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                      claim_seeds={e.claim_id: tuple(range(e.seeds)) for e in exts if e.seeds})
         summary = summary.followed_by(train(plan))
         results = assemble(plan, args.out, policy=policy)
-    doc = write_ledger(plan, results, args.out, summary, seeds_policy=policy_doc)
+    doc = write_ledger(plan, results, args.out, summary, seeds_policy=policy_doc,
+                       protocol=record)
     if args.json:
         print_json(doc)
     else:
@@ -202,6 +231,15 @@ def register(subparsers: Any) -> None:
                     "inconclusive, the theory's prediction apart, and a figure per claim.")
     a = p.add_argument
     a("--list", action="store_true", help="list the claims, their grids and cost; run nothing")
+    a("--protocol", action="store_true",
+      help="write OUT/protocol.json and protocol.md (every rule that decides the verdicts, "
+           "with its digest); run nothing")
+    a("--reanalyse", action="store_true",
+      help="assemble under this checkout's rules although OUT records another protocol (the "
+           "ledger is labelled a re-analysis)")
+    a("--stop-after", choices=["sweep"],
+      help="stop after a stage (sweep: the lr sweep only, e.g. to tune before the protocol "
+           "of the claims' runs is committed)")
     a("--claims", type=_ids, metavar="ID,...", help="claim ids (default: all; see --list)")
     a("--scale", default="tiny", help="tiny (CPU, default), small (CPU) or smollm-135m (GPU)")
     a("--seeds", type=int, help="seeds per setting (default 3; 1 with --quick)")

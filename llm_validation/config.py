@@ -188,6 +188,18 @@ PRESETS: dict[str, ModelConfig] = {
     # ~9.6M parameters: CPU benchmarks and short real runs.
     "small": ModelConfig(name="small", n_layer=6, d_model=384, n_head=6, n_kv_head=2, d_ff=1024,
                          max_seq_len=1024),
+    # The size ladder (issue 27): one Llama-style family on the byte vocabulary, 4 blocks (the
+    # PipeDream claim's P = 4 needs a block a stage), head size 8, one kv head, d_ff = 4 d,
+    # width 24 / 40 / 64; parameters (all counted, Chinchilla's way) / non-embedding /
+    # embedding + head share: 46,296 / 34,008 / 27%; 113,000 / 92,520 / 18%; 266,816 /
+    # 234,048 / 12% (SmolLM-135M: ~21%). 20 tokens per parameter at 1024 tokens a step: 904,
+    # 2207 and 5211 steps (docs/size_ladder.md).
+    "n46k": ModelConfig(name="n46k", n_layer=4, d_model=24, n_head=3, n_kv_head=1, d_ff=96,
+                        max_seq_len=512),
+    "n113k": ModelConfig(name="n113k", n_layer=4, d_model=40, n_head=5, n_kv_head=1, d_ff=160,
+                         max_seq_len=512),
+    "n267k": ModelConfig(name="n267k", n_layer=4, d_model=64, n_head=8, n_kv_head=1, d_ff=256,
+                         max_seq_len=512),
     # SmolLM-135M (HuggingFaceTB/SmolLM-135M config): 134,515,008 parameters with vocab 49152.
     "smollm-135m": ModelConfig(name="smollm-135m", vocab_size=49152, n_layer=30, d_model=576,
                                n_head=9, n_kv_head=3, d_ff=1536, max_seq_len=2048, tied=True,

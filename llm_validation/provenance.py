@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["environment"]
+__all__ = ["environment", "git_commit"]
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
+    """The checkout's HEAD commit (None outside a git checkout)."""
     here = Path(__file__).resolve().parent.parent
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
@@ -37,5 +38,5 @@ def environment() -> dict[str, Any]:
         pkg = None
     return {"python": sys.version.split()[0], "torch": torch.__version__,
             "numpy": np.__version__, "delaybound": pkg, "platform": platform.platform(),
-            "git_commit": _git_commit(),
+            "git_commit": git_commit(),
             "cuda": torch.version.cuda if torch.cuda.is_available() else None}

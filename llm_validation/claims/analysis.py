@@ -16,6 +16,7 @@ from llm_validation.claims import analysis_delay as ad
 from llm_validation.claims import analysis_hparams as ah
 from llm_validation.claims.armtable import arm_table
 from llm_validation.claims.analysis_ladder import horizon_ladder
+from llm_validation.claims.analysis_size import size_ladder_at_size
 from llm_validation.claims.claim import Claim
 from llm_validation.claims.data import ClaimData
 from llm_validation.claims.decisions import ClaimResult
@@ -42,6 +43,7 @@ ANALYSES: dict[str, Callable[[Claim, ClaimData], ClaimResult]] = {
     "grad-level-ef": ad.grad_level_ef,
     "sync-phases": ad.sync_phases,
     "horizon-ladder": horizon_ladder,
+    "size-ladder": size_ladder_at_size,
 }
 
 

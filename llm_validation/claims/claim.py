@@ -14,7 +14,8 @@ from typing import Any
 
 from llm_validation.claims.arms import Arm
 
-__all__ = ["Claim", "Statement", "FigureSpec", "FIGURE_KINDS", "ID_PATTERN", "SECTIONS"]
+__all__ = ["Claim", "Statement", "FigureSpec", "FIGURE_KINDS", "ID_PATTERN", "SECTIONS",
+           "READINGS"]
 
 #: ``curves``: a metric over training per arm; ``bars``: the gap per arm, grouped by
 #: optimizer, annotated with its value; ``lines``: the gap against a swept value.
@@ -23,6 +24,8 @@ FIGURE_KINDS = ("curves", "bars", "lines", "ladder")
 ID_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 #: ``paper``: a sentence of the paper; ``theory``: the project's own prediction (docs/theory.md).
 SECTIONS = ("paper", "theory")
+#: Whose reading of the paper's sentence a paper-section statement is.
+READINGS = ("paper", "project")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,17 +44,39 @@ class Statement:
     """How the rule differs from the first ledger's, and why (empty: unchanged)."""
     section: str = "paper"
     """One of :data:`SECTIONS`."""
+    central: bool = False
+    """The claim's central statement: the paper's own sentence in its plainest reading; the
+    claim's status is its verdict (exactly one per claim with paper statements)."""
+    reading: str = "paper"
+    """``paper``: a reading the paper's wording makes; ``project``: a reading the project
+    adds (a comparison or threshold the paper's sentence does not state), reported beside
+    the paper's and labelled as the project's (:data:`READINGS`)."""
 
     def __post_init__(self) -> None:
         if self.section not in SECTIONS:
             raise ValueError(f"Statement.section={self.section!r} is not one of {SECTIONS}")
+        if self.reading not in READINGS:
+            raise ValueError(f"Statement.reading={self.reading!r} is not one of {READINGS}")
+        if self.central and (self.section != "paper" or self.reading != "paper"):
+            raise ValueError(f"Statement {self.id!r}: a central statement is the paper's own "
+                             "reading of the paper's sentence")
         if not self.id or not self.decision or (self.section == "paper" and not self.quote):
             raise ValueError(f"Statement {self.id!r}: needs an id, a decision and (paper) a "
                              "quote")
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "section": self.section, "quote": self.quote,
-                "source": self.source, "decision": self.decision, "change": self.change}
+                "source": self.source, "decision": self.decision, "change": self.change,
+                "central": self.central, "reading": self.reading}
+
+    @property
+    def role(self) -> str:
+        """``central``, ``side`` (another reading of the paper's wording), ``project`` (the
+        project's reading) or ``theory``."""
+        if self.section == "theory":
+            return "theory"
+        return "central" if self.central else ("project" if self.reading == "project"
+                                               else "side")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +136,8 @@ class Claim:
     """The theory's prediction (theorem and direction), or None where it predicts nothing."""
     plot: FigureSpec
     """The figure drawn in the paper's style."""
+    min_seeds: int = 0
+    """Seeds its arms run over at least (the size ladder's 5); 0: the ledger's ``--seeds``."""
 
     def __post_init__(self) -> None:
         if not ID_PATTERN.match(self.id):
@@ -126,6 +153,13 @@ class Claim:
         if not filled:
             raise ValueError(f"Claim {self.id}: needs statements")
         object.__setattr__(self, "statements", filled)
+        central = [s.id for s in filled if s.central]
+        if any(s.section == "paper" for s in filled) and len(central) != 1:
+            raise ValueError(f"Claim {self.id}: needs exactly one central statement among its "
+                             f"paper statements, has {central}")
+        if isinstance(self.min_seeds, bool) or not isinstance(self.min_seeds, int) or \
+                self.min_seeds < 0:
+            raise ValueError(f"Claim {self.id}: min_seeds={self.min_seeds!r} must be an int >= 0")
 
     @property
     def decision(self) -> str:
@@ -139,6 +173,11 @@ class Claim:
 
     def paper_statements(self) -> tuple[Statement, ...]:
         return tuple(s for s in self.statements if s.section == "paper")
+
+    @property
+    def central(self) -> Statement | None:
+        """The central statement (None for a theory-only claim)."""
+        return next((s for s in self.statements if s.central), None)
 
     def arm(self, key: str) -> Arm:
         for a in self.all_arms():

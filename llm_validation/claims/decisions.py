@@ -21,7 +21,7 @@ from llm_validation.claims.statements import PAPER, THEORY
 from llm_validation.validation.inference import Interval
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS, Verdict, combine
 
-__all__ = ["StatementResult", "ClaimResult", "result", "agreement"]
+__all__ = ["StatementResult", "ClaimResult", "result", "agreement", "old_status"]
 
 
 def agreement(statuses: list[str]) -> str | None:
@@ -139,9 +139,18 @@ def result(claim: Claim, checks: Mapping[str, Check], **kw: Any) -> ClaimResult:
 
 
 def _derived(stmts: tuple[StatementResult, ...]) -> dict[str, Any]:
-    """The claim's status, reason and seed count from its statements (the claim rule)."""
-    deciding = [s for s in stmts if s.statement.section == PAPER] or list(stmts)
+    """The claim's status, reason and seed count from its statements (the claim rule: the
+    central statement's verdict; a theory-only claim combines its statements)."""
+    deciding = [s for s in stmts if s.statement.central] or \
+        [s for s in stmts if s.statement.section == PAPER] or list(stmts)
     status, reason = combine([(s.status, f"{s.statement.id}: {s.check.reason}")
                               for s in deciding])
     seeds = [s.check.n_seeds for s in deciding if s.check.n_seeds > 0]
     return {"status": status, "reason": reason, "n_seeds": min(seeds) if seeds else 0}
+
+
+def old_status(res: "ClaimResult") -> str:
+    """The claim's status under the rule before issue 26 (``statements.OLD_CLAIM_RULE``: every
+    paper statement decides, fail when any fails), from the same statement verdicts."""
+    paper = res.of(PAPER) or res.statements
+    return combine([(s.status, "") for s in paper])[0]

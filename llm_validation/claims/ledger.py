@@ -120,8 +120,11 @@ def _stages_md(stages: Mapping[str, Any]) -> list[str]:
 
 def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
                  summary: ExecutionSummary | None = None,
-                 seeds_policy: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Write ``claims.json`` and ``claims.md`` under ``out``; returns the JSON object."""
+                 seeds_policy: Mapping[str, Any] | None = None,
+                 protocol: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``claims.json`` and ``claims.md`` under ``out``; returns the JSON object.
+    ``protocol``: the protocol record (:func:`~llm_validation.claims.protocol.check_protocol`:
+    digest, commit, re-analysis) stored under ``settings.protocol``."""
     out = Path(out)
     stages = _stages(out, seeds_policy)
     claims = []
@@ -130,7 +133,8 @@ def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
                        "estimated_process_s": round(plan.cost(claim.id), 1),
                        "result": res.to_dict()})
     datas = [ClaimData(c, plan, out / RUNS_DIR) for c in plan.claims]
-    doc = {"settings": _settings(plan), "budget": _budget(plan, summary),
+    doc = {"settings": {**_settings(plan), "protocol": dict(protocol or {})},
+           "budget": _budget(plan, summary),
            "gap_definition": GAP_DEFINITION, "claim_rule": CLAIM_RULE,
            "counts": counts(results, plan.claims),
            "statement_counts": {sec: statement_counts(results, sec) for sec in (PAPER, THEORY)},

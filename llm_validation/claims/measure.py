@@ -3,7 +3,7 @@
 - :func:`need`: a check with the arms' missing runs named in its reason;
 - :func:`gap_interval` / :func:`mean_gap`: an arm's paired gap over seeds;
 - :func:`gap_ratio_interval`: Fieller's interval of the ratio of two arms' mean gaps (paired);
-- :func:`margin`: the equivalence margin around an arm's gap (scale-free floor);
+- :func:`margin`: the equivalence margin of an arm (a fixed lag, in its loss units);
 - :func:`trend_records`: the run records of some arms, for ``validation.trends`` checks.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from llm_validation.claims.checks import Check, with_missing
 from llm_validation.claims.data import ClaimData
-from llm_validation.claims.regime import EQUIV_REL, nats_threshold
+from llm_validation.claims.regime import lag_margin
 from llm_validation.validation.contrast import ratio_interval
 from llm_validation.validation.inference import Interval, t_interval
 from llm_validation.validation.runs import RunRecord
@@ -51,18 +51,17 @@ def gap_ratio_interval(d: ClaimData, den: str, num: str) -> Interval:
 
 
 def margin(d: ClaimData, key: str) -> float:
-    """Equivalence margin around arm ``key``'s gap: ``max(floor, EQUIV_REL * |mean gap|)``,
-    the floor the paper's 0.01 nats in this scale's units (:func:`regime.nats_threshold`)."""
-    floor, _ = nats_threshold(d.partner_records(key))
-    ref = abs(mean_gap(d, key))
-    ref = ref if math.isfinite(ref) else 0.0
-    return max(floor if math.isfinite(floor) else 0.0, EQUIV_REL * ref)
+    """Equivalence margin around arm ``key``: the loss difference that is a lag of
+    :data:`~llm_validation.claims.regime.PAPER_LAG_FRACTION` of the run on the synchronous
+    partners' curves (:func:`regime.lag_margin`): the paper's 0.01-nat resolution, fixed
+    before the runs in a scale-free unit (it no longer depends on the gap being judged)."""
+    width, _ = lag_margin(d.partner_records(key))
+    return width if math.isfinite(width) else 0.0
 
 
 def margin_text(d: ClaimData, key: str) -> str:
     """How :func:`margin` was set, in words."""
-    _, floor = nats_threshold(d.partner_records(key))
-    return (f"max({EQUIV_REL:g} x |gap of {key}|, floor: {floor}) = {margin(d, key):.3g}")
+    return f"margin for {key}: " + lag_margin(d.partner_records(key))[1]
 
 
 def trend_records(d: ClaimData, keys: Sequence[str]) -> list[RunRecord]:

@@ -103,8 +103,12 @@ class Plan:
     """claim id -> its own seeds where they differ from ``seeds`` (the second look)."""
 
     def seeds_of(self, claim_id: str) -> tuple[int, ...]:
-        """The seeds of one claim."""
-        return self.claim_seeds.get(claim_id, self.seeds)
+        """The seeds of one claim (the seeds policy's, else the ledger's extended to the
+        claim's ``min_seeds``)."""
+        if claim_id in self.claim_seeds:
+            return self.claim_seeds[claim_id]
+        claim = next((c for c in self.claims if c.id == claim_id), None)
+        return self.seeds if claim is None else _claim_seeds(claim, self.seeds, self.quick)
 
     def run(self, name: str) -> PlannedRun:
         return self._by_name[name]
@@ -129,6 +133,13 @@ class Plan:
 
     def unavailable(self) -> list[PlannedRun]:
         return [r for r in self.runs if r.cfg is None]
+
+
+def _claim_seeds(claim: Claim, seeds: tuple[int, ...], quick: bool) -> tuple[int, ...]:
+    """The ledger's seeds, extended to the claim's ``min_seeds`` (not under ``--quick``)."""
+    if quick or claim.min_seeds <= len(seeds):
+        return seeds
+    return tuple(sorted(set(seeds) | set(range(claim.min_seeds))))
 
 
 def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
@@ -160,7 +171,7 @@ def build_plan(claims: Sequence[Claim], scale: Scale, *, seeds: Sequence[int],
                     bases[arm.optimizer] = Unavailable(
                         f"optimizer {arm.optimizer!r} cannot be configured here: {exc}")
             base = bases[arm.optimizer]
-            for seed in own.get(claim.id, seeds):
+            for seed in own.get(claim.id, _claim_seeds(claim, seeds, quick)):
                 cfg, why = None, ""
                 if isinstance(base, Unavailable):
                     why = str(base)

@@ -30,7 +30,8 @@ from llm_validation.claims.claim import Claim, FigureSpec
 from llm_validation.claims.statements import STATEMENTS
 from llm_validation.config import optimizer_label, pipedream_taus
 
-__all__ = ["CLAIMS", "claim_ids", "get_claims", "ALL4", "SYNC_PHASE", "DCASGD_COEFS", "LADDER",
+__all__ = ["CLAIMS", "claim_ids", "get_claims", "ON_REQUEST", "SIZE_LADDER_SEEDS",
+           "ALL4", "SYNC_PHASE", "DCASGD_COEFS", "LADDER",
            "LONG", "LADDER_OPTIMIZERS", "ladder_key"]
 
 #: The paper's main optimizers.
@@ -377,8 +378,31 @@ _LADDER_CLAIM = Claim(
            "gap tends to a constant (floor-like); far from it the delay costs steps (lag-like)",
     plot=FigureSpec(kind="ladder", title="Gap and lag vs training horizon"))
 
+#: The size ladder (issue 27): the headline contrasts at every model size of the 20:1 scales,
+#: five seeds; the size trend and its extrapolation are fitted across the sizes' ledgers
+#: (``reproduce --size-ladder``, :mod:`llm_validation.claims.size_ladder`).
+SIZE_LADDER_SEEDS = 5
+_SIZE_CLAIM = Claim(
+    id="size-ladder", number=19, figure="Figs. 2-3 at three model sizes",
+    statements=STATEMENTS["size-ladder"],
+    wording="AdamW degrades under one-step delay far more than Muon, and update-level EF cuts "
+            "the gap by more than half, at every model size at 20 tokens per parameter; how "
+            "does the delay's cost scale with the model size?",
+    arms=tuple(a for o in LADDER_OPTIMIZERS for a in (delayed(o, series=optimizer_label(o)),
+                                                      _ef(o, series=optimizer_label(o)))),
+    grid="AdamW, Muon x {sync, 2bw, 2bw+ef} at the scale's base run (20 tokens per "
+         "parameter), 5 seeds, at each size of the ladder (46k, 113k, 267k parameters)",
+    reason="The paper's headline contrasts (Figs. 2-3) at the paper's 20:1 ratio on models "
+           "small enough for 2 CPU cores; five seeds for per-seed fits across sizes; AdamW and "
+           "Muon only (the budget: NorMuon and SOAP would double it).",
+    theory=None, min_seeds=SIZE_LADDER_SEEDS,
+    plot=FigureSpec(kind="bars", title="Gap at this model size, 20 tokens per parameter"))
+#: Claims run only where asked for (``--claims``) or by a scale that lists them (the size
+#: ladder's scales): the default selection of the other scales leaves them out.
+ON_REQUEST = frozenset({"size-ladder"})
+
 #: The claims by id, in the paper's order.
-_CLAIMS = _CLAIMS + (_LADDER_CLAIM,)
+_CLAIMS = _CLAIMS + (_LADDER_CLAIM, _SIZE_CLAIM)
 CLAIMS = {c.id: c for c in _CLAIMS}
 
 
@@ -387,10 +411,13 @@ def claim_ids() -> tuple[str, ...]:
 
 
 def get_claims(ids: Iterable[str] | None = None) -> list[Claim]:
-    """The claims named (all when None), in registry order; ``ValueError`` for unknown ids."""
+    """The claims named (when None: all but :data:`ON_REQUEST`), in registry order;
+    ``ValueError`` for unknown ids."""
     if ids is None:
-        return list(_CLAIMS)
+        return [c for c in _CLAIMS if c.id not in ON_REQUEST]
     wanted: Sequence[str] = [i.strip() for i in ids if i.strip()]
+    if list(wanted) == ["all"]:
+        return list(_CLAIMS)
     if not wanted:
         raise ValueError("--claims: give at least one claim id")
     unknown = [i for i in wanted if i not in CLAIMS]

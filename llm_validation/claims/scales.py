@@ -32,7 +32,8 @@ from llm_validation.config import TrainConfig
 from llm_validation.sweep.grid import BASE_OPTIM, apply_overrides, default_base
 
 __all__ = ["Scale", "SCALES", "LR_REASON", "OPT_COST", "base_config", "get_scale",
-           "FINAL_EVAL_BATCHES", "NS_DTYPE"]
+           "FINAL_EVAL_BATCHES", "NS_DTYPE", "SIZE_LADDER", "steps_at_ratio", "CHINCHILLA_TPP",
+           "TOKENS_PER_STEP", "WARMUP_FRACTION", "AUX_OPTIMIZERS"]
 
 #: Batches of the closing evaluation of every ledger run (docs/performance.md: a larger fixed
 #: set lowers the sampling noise of the final loss every gap reads, for ~4 evaluations' cost).
@@ -50,6 +51,9 @@ LR_REASON = ("The lrs used are stage 1's choice per optimizer (lr_sweep.json: 's
              "tiny-model lrs (BASE_OPTIM); NorMuon Muon's (Muon with a row-wise second-moment "
              "normalisation and the same RMS-matched lr scale); SOAP AdamW's (Adam in the "
              "preconditioner's eigenbasis; its paper reuses AdamW's lr)")
+
+#: Optimizers with an AdamW part (embeddings, head, norms) whose lr is ``optim.aux_lr``.
+AUX_OPTIMIZERS = ("muon", "normuon")
 
 #: Relative cost of one step per optimizer (AdamW = 1): CPU seconds of 60-step delayed tiny
 #: runs with statistics, one thread (AdamW 9.2 s, Muon 11.2, NorMuon 10.4, SOAP 11.5); the
@@ -88,6 +92,21 @@ class Scale:
     """Statistics every this many steps (the alignment claim reads them)."""
     checkpoint_interval: int = 0
     """Checkpoint every this many steps (0: only at the end)."""
+    warmup_fraction: float = 0.0
+    """Linear warmup of the base run as a fraction of its steps (``optim.warmup_steps``, a
+    fixed step count: an arm that changes ``run.steps`` keeps it, as recipes with a fixed
+    warmup do). 0 at ``tiny`` (its runs keep their names), 2% at the 20:1 scales."""
+    aux_lr_from_adamw: bool = False
+    """Muon and NorMuon: their AdamW part (embeddings, head, norms) runs at the scale's AdamW
+    lr (the lr sweep's choice, swept first) instead of their own matrix lr
+    (``optim.aux_lr``, recorded in every run's config). False at ``tiny`` (its runs ran the
+    AdamW part at Muon's lr, labelled in its ledger), True at the 20:1 scales."""
+    tokens_per_param: float | None = None
+    """Training tokens per parameter of the base run (all parameters counted, as Chinchilla);
+    None: not a ratio-defined scale. Shown in claims.md and ``--list``."""
+    claims: tuple[str, ...] | None = None
+    """The claims ``reproduce`` selects at this scale without ``--claims`` (None: every claim
+    but those run on request, ``registry.ON_REQUEST``)."""
     notes: tuple[str, ...] = field(default=())
     """What this scale's numbers are (for claims.md)."""
 
@@ -98,12 +117,15 @@ class Scale:
                 raise ValueError(f"Scale.{name}={v!r} must be an int >= 1")
         if not self.sec_per_step > 0:
             raise ValueError(f"Scale.sec_per_step={self.sec_per_step!r} must be > 0")
+        if not 0.0 <= self.warmup_fraction < 0.5:
+            raise ValueError(f"Scale.warmup_fraction={self.warmup_fraction!r} must be in "
+                             "[0, 0.5)")
 
 
 _TINY_LRS = {"adamw": BASE_OPTIM["adamw"]["lr"], "muon": BASE_OPTIM["muon"]["lr"],
              "normuon": BASE_OPTIM["muon"]["lr"], "soap": BASE_OPTIM["adamw"]["lr"]}
 
-SCALES: Mapping[str, Scale] = {
+_FIXED_SCALES: dict[str, Scale] = {
     # 0.18 s/step: a 100-step tiny run with statistics took 17-21 s of CPU on one core of
     # this machine (the momentum error is off in the ledger; evaluation every 25 steps adds
     # ~5%: the loss curves of claim 1 get 9 points instead of 5).
@@ -121,6 +143,59 @@ SCALES: Mapping[str, Scale] = {
                          checkpoint_interval=500,
                          notes=("SmolLM-135M shapes on one GPU in bfloat16; lrs swept at the scale (stage 1)",)),
 }
+
+
+#: Tokens of one base step at the 20:1 scales (16 sequences x 64 bytes, the tiny ledger's).
+TOKENS_PER_STEP = 16 * 64
+#: The ratio of the paper's dense runs ("a Chinchilla compute-optimal token-to-parameter
+#: ratio of 20:1").
+CHINCHILLA_TPP = 20.0
+#: Warmup of the 20:1 scales' base runs: 2% of the steps, a short linear warmup as in
+#: pretraining recipes (the paper's practice: a warmup of a few percent).
+WARMUP_FRACTION = 0.02
+
+
+def steps_at_ratio(model: str, tokens_per_param: float = CHINCHILLA_TPP,
+                   tokens_per_step: int = TOKENS_PER_STEP) -> int:
+    """Optimizer steps that train ``model`` (a preset) on ``tokens_per_param`` tokens per
+    parameter, all parameters counted (Chinchilla's convention)."""
+    from llm_validation.config import preset
+    return max(1, round(tokens_per_param * preset(model).n_params() / tokens_per_step))
+
+
+#: The smallest size runs every claim (the whole ledger at 20:1; ``registry`` resolves "all").
+ALL_CLAIMS = ("all",)
+#: The larger sizes run the headline claims: the size ladder (claims 1a and 2a at the size, 5
+#: seeds) and the horizon (claim 4: half and full run, 10 and 20 tokens per parameter; its
+#: full-run arms are the size ladder's).
+HEADLINE = ("horizon", "size-ladder")
+
+
+def _ratio_scale(model: str, sec_per_step: float, eval_interval: int, stats_interval: int,
+                 claims: tuple[str, ...] | None) -> Scale:
+    """A size-ladder scale: ``model`` at 20 tokens per parameter (see :data:`SIZE_LADDER`)."""
+    steps = steps_at_ratio(model)
+    return Scale(name=model, model=model, steps=steps, quick_steps=max(1, steps // 2),
+                 lrs=_TINY_LRS, sec_per_step=sec_per_step, eval_interval=eval_interval,
+                 stats_interval=stats_interval, checkpoint_interval=500,
+                 warmup_fraction=WARMUP_FRACTION, aux_lr_from_adamw=True,
+                 tokens_per_param=CHINCHILLA_TPP, claims=claims,
+                 notes=(f"{model} preset ({steps} steps of 16 x 64 bytes = 20 tokens per "
+                        "parameter, all parameters counted), byte vocabulary, default corpus, "
+                        "CPU; 2% linear warmup, cosine; Muon's and NorMuon's AdamW part at "
+                        "the swept AdamW lr; lrs swept at the scale (stage 1)",))
+
+
+#: The size ladder's scales, smallest first (issue 27): one architecture at three sizes, each
+#: at 20 tokens per parameter. Seconds per step: one thread, 1024 tokens a step, measured with
+#: other jobs on the machine (the issue's 47k-parameter model 0.024 s, 279k 0.079 s; the others scaled by parameters), statistics
+#: included at the scale's interval.
+SIZE_LADDER: tuple[Scale, ...] = (
+    _ratio_scale("n46k", 0.024, eval_interval=50, stats_interval=15, claims=ALL_CLAIMS),
+    _ratio_scale("n113k", 0.045, eval_interval=125, stats_interval=50, claims=HEADLINE),
+    _ratio_scale("n267k", 0.079, eval_interval=250, stats_interval=100, claims=HEADLINE))
+#: Every scale by name (``--scale``).
+SCALES: Mapping[str, Scale] = {**_FIXED_SCALES, **{s.name: s for s in SIZE_LADDER}}
 
 
 def get_scale(name: str) -> Scale:
@@ -141,6 +216,10 @@ def base_config(scale: Scale, optimizer: str, *, quick: bool = False, device: st
     src = optimizer if optimizer in BASE_OPTIM else "adamw"
     d = default_base(src, steps=steps, model=scale.model).to_dict()
     d["optim"].update(name=optimizer, lr=float(scale.lrs[optimizer]), ns_dtype=NS_DTYPE)
+    if scale.warmup_fraction:
+        d["optim"]["warmup_steps"] = max(1, round(scale.warmup_fraction * steps))
+    if scale.aux_lr_from_adamw and optimizer in AUX_OPTIMIZERS:
+        d["optim"]["aux_lr"] = float(scale.lrs["adamw"])
     run = d["run"]
     run.update(momentum_error_interval=0, checkpoint_interval=scale.checkpoint_interval,
                final_eval_batches=FINAL_EVAL_BATCHES,

@@ -26,12 +26,12 @@ from llm_validation.claims.lr_sweep import (FIRST_GRID, LR_RATIO, MAX_WIDEN, SWE
                                             LrChoice, overridden, run_lr_sweep, sweep_cost,
                                             tuned_scale, write_sweep)
 from llm_validation.claims.plan import Plan, build_plan, config_plan, execute
-from llm_validation.claims.scales import Scale
+from llm_validation.claims.scales import AUX_OPTIMIZERS, Scale
 from llm_validation.claims.seeds import distances
 from llm_validation.claims.sequential import SeedPolicy, second_look
 from llm_validation.validation.verdict import INCONCLUSIVE
 
-__all__ = ["optimizers_of", "lr_stage", "stage_costs", "extension_seeds", "Extension",
+__all__ = ["optimizers_of", "sweep_order", "lr_stage", "stage_costs", "extension_seeds", "Extension",
            "extended_plan", "within_budget"]
 
 
@@ -56,13 +56,26 @@ def lr_stage(scale: Scale, claims: Sequence[Claim], out: str | Path, *, quick: b
                               cost_model=cost_model))
 
     seeds = 1 if quick else SWEEP_SEEDS
-    choices = run_lr_sweep(scale, optimizers_of(claims), out / runs_dir, train_configs,
-                           seeds=seeds, quick=quick, device=device, overrides=overrides)
+    choices: dict[str, LrChoice] = {}
+    for group in sweep_order(scale, optimizers_of(claims)):
+        choices.update(run_lr_sweep(scale, group, out / runs_dir, train_configs, seeds=seeds,
+                                    quick=quick, device=device, overrides=overrides))
+        scale = tuned_scale(scale, choices)
     write_sweep(out, choices, {"scale": scale.name, "quick": quick, "seeds": seeds})
     draw_lr_sweep(choices, out / figures_dir,
                   title=f"lr sweep at scale {scale.name} (synchronous, {seeds} seed(s); "
                         "ringed: the lr used)")
     return tuned_scale(scale, choices), choices
+
+
+def sweep_order(scale: Scale, optimizers: Sequence[str]) -> list[tuple[str, ...]]:
+    """The sweep's rounds: one round of every optimizer, except at a scale whose Muon and
+    NorMuon run their AdamW part at the AdamW lr (``Scale.aux_lr_from_adamw``): AdamW is swept
+    first (added when only those optimizers need it), the others on its choice."""
+    opts = tuple(optimizers)
+    if not scale.aux_lr_from_adamw or not any(o in AUX_OPTIMIZERS for o in opts):
+        return [opts]
+    return [("adamw",), tuple(o for o in opts if o != "adamw")]
 
 
 def stage_costs(claims: Sequence[Claim], scale: Scale, plan: Plan, *, quick: bool,

@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["SLOPE_EVALS", "Lag", "lag", "run_lag"]
+__all__ = ["SLOPE_EVALS", "Lag", "lag", "run_lag", "lag_loss"]
 
 #: Evaluations the extrapolation slope is averaged over when the delayed run ends below the
 #: synchronous one: the last two intervals (one interval is too noisy at 25-step evaluations).
@@ -124,3 +124,22 @@ def run_lag(delayed: Any, sync: Any) -> Lag | None:
     if steps.size < 2:
         return None
     return lag(steps, vals, float(delayed.curve_final))
+
+
+def lag_loss(sync_steps: Sequence[float] | np.ndarray, sync_vals: Sequence[float] | np.ndarray,
+             fraction: float) -> float:
+    """The inverse of :func:`lag`: the loss difference (in the curve's units) that puts a
+    delayed run ``fraction`` of the run behind the synchronous one, ``e(T - fraction T) -
+    e(T)`` on the running minimum ``e`` (linear interpolation, as :func:`lag` reads it), so
+    that ``lag(s, v, v_min + lag_loss(s, v, f)).fraction == f`` for ``f`` in
+    ``[0, (T - s_0) / T]``. How a margin fixed in lag units becomes a margin in nats at a
+    given scale (:func:`llm_validation.claims.regime.lag_margin`)."""
+    s = np.asarray(sync_steps, dtype=np.float64)
+    v = np.asarray(sync_vals, dtype=np.float64)
+    if s.ndim != 1 or s.shape != v.shape or s.size < 2 or np.any(np.diff(s) <= 0):
+        raise ValueError("lag_loss needs >= 2 strictly increasing evaluation steps")
+    T = float(s[-1])
+    if not 0.0 <= fraction <= (T - float(s[0])) / T:
+        raise ValueError(f"lag_loss: fraction={fraction!r} must lie in [0, (T - s_0) / T]")
+    env = np.minimum.accumulate(v)
+    return float(np.interp(T * (1.0 - fraction), s, env) - env[-1])
