@@ -141,6 +141,34 @@ def _write_protocol(args: argparse.Namespace) -> int:
     return 0
 
 
+def _assemble_only(args: argparse.Namespace, plan, policy, record) -> int:
+    """Re-assemble a ledger from its finished runs, training nothing: the lrs of its
+    ``lr_sweep.json`` and the seeds its recorded stage 3 ran each claim to."""
+    import dataclasses
+    from llm_validation.claims.ledger import assemble, write_ledger
+    from llm_validation.claims.lr_sweep import read_sweep
+    from llm_validation.rundir import read_json
+    sweep = read_sweep(args.out)
+    if sweep is None:
+        raise ValueError(f"--assemble-only: {args.out} has no lr_sweep.json")
+    scale = dataclasses.replace(plan.scale, lrs={**plan.scale.lrs, **{
+        o: float(c["lr"]) for o, c in sweep["optimizers"].items()}})
+    old = os.path.join(args.out, "claims.json")
+    exts = (read_json(old).get("stages", {}).get("seeds_policy", {}).get("extensions", [])
+            if os.path.exists(old) else [])
+    chosen = {e["claim"]: tuple(range(e["seeds"])) for e in exts if e.get("seeds")}
+    plan = _plan(args, measure=False, scale=scale, cost_model=plan.cost_model,
+                 claim_seeds=chosen)
+    results = assemble(plan, args.out, policy=policy)
+    doc = write_ledger(plan, results, args.out, None,
+                       seeds_policy={**policy.to_dict(), "extensions": exts},
+                       protocol=record)
+    c = doc["counts"]
+    print(f"re-assembled (trained nothing): the paper's claims {c['pass']} pass, {c['fail']} "
+          f"fail, {c['inconclusive']} inconclusive; {os.path.join(args.out, 'claims.md')}")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.list:
         return _list(args)
@@ -171,6 +199,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         errors.extend(s.errors)
         return s
 
+    if args.assemble_only:
+        return _assemble_only(args, plan, policy, record)
     if not args.quiet:
         print("[reproduce] stage 1/3: lr sweep", file=sys.stderr, flush=True)
     scale, _ = lr_stage(plan.scale, plan.claims, args.out, quick=plan.quick, device=args.device,
@@ -237,6 +267,9 @@ def register(subparsers: Any) -> None:
     a("--reanalyse", action="store_true",
       help="assemble under this checkout's rules although OUT records another protocol (the "
            "ledger is labelled a re-analysis)")
+    a("--assemble-only", action="store_true",
+      help="re-assemble the ledger in OUT from its finished runs, training nothing (its "
+           "lr_sweep.json's lrs, the seeds its recorded stage 3 chose)")
     a("--stop-after", choices=["sweep"],
       help="stop after a stage (sweep: the lr sweep only, e.g. to tune before the protocol "
            "of the claims' runs is committed)")

@@ -38,8 +38,10 @@ __all__ = ["Scale", "SCALES", "LR_REASON", "OPT_COST", "base_config", "get_scale
 #: Batches of the closing evaluation of every ledger run (docs/performance.md: a larger fixed
 #: set lowers the sampling noise of the final loss every gap reads, for ~4 evaluations' cost).
 FINAL_EVAL_BATCHES = 32
-#: Newton-Schulz dtype of the Muon family: float32 where the device has no fast bfloat16, the
-#: libraries' bfloat16 elsewhere (docs/performance.md: Muon 1.4-1.5x faster on AVX2 CPUs).
+#: Newton-Schulz dtype of the Muon family at the fixed scales: float32 where the device has no
+#: fast bfloat16, the libraries' bfloat16 elsewhere (docs/performance.md: Muon 1.4-1.5x faster
+#: on AVX2 CPUs). It resolves per machine: re-assembling the tiny ledger on a CPU with native
+#: bfloat16 needs ``--set optim.ns_dtype=float32`` (the machine it ran on had none).
 NS_DTYPE = "auto"
 
 #: Why each optimizer's lr is what it is (shown in docs/reproduce.md, ``--list`` and every
@@ -101,6 +103,11 @@ class Scale:
     lr (the lr sweep's choice, swept first) instead of their own matrix lr
     (``optim.aux_lr``, recorded in every run's config). False at ``tiny`` (its runs ran the
     AdamW part at Muon's lr, labelled in its ledger), True at the 20:1 scales."""
+    ns_dtype: str = NS_DTYPE
+    """Newton-Schulz dtype of the Muon family (``optim.ns_dtype``). ``auto`` resolves per
+    machine (bfloat16 where the CPU has it natively), which changes run names between
+    machines; the 20:1 scales pin ``float32`` so that a ledger spread over several sessions
+    resumes with the same runs on any machine."""
     tokens_per_param: float | None = None
     """Training tokens per parameter of the base run (all parameters counted, as Chinchilla);
     None: not a ratio-defined scale. Shown in claims.md and ``--list``."""
@@ -179,7 +186,7 @@ def _ratio_scale(model: str, sec_per_step: float, eval_interval: int, stats_inte
                  lrs=_TINY_LRS, sec_per_step=sec_per_step, eval_interval=eval_interval,
                  stats_interval=stats_interval, checkpoint_interval=500,
                  warmup_fraction=WARMUP_FRACTION, aux_lr_from_adamw=True,
-                 tokens_per_param=CHINCHILLA_TPP, claims=claims,
+                 tokens_per_param=CHINCHILLA_TPP, claims=claims, ns_dtype="float32",
                  notes=(f"{model} preset ({steps} steps of 16 x 64 bytes = 20 tokens per "
                         "parameter, all parameters counted), byte vocabulary, default corpus, "
                         "CPU; 2% linear warmup, cosine; Muon's and NorMuon's AdamW part at "
@@ -215,7 +222,7 @@ def base_config(scale: Scale, optimizer: str, *, quick: bool = False, device: st
     steps = scale.quick_steps if quick else scale.steps
     src = optimizer if optimizer in BASE_OPTIM else "adamw"
     d = default_base(src, steps=steps, model=scale.model).to_dict()
-    d["optim"].update(name=optimizer, lr=float(scale.lrs[optimizer]), ns_dtype=NS_DTYPE)
+    d["optim"].update(name=optimizer, lr=float(scale.lrs[optimizer]), ns_dtype=scale.ns_dtype)
     if scale.warmup_fraction:
         d["optim"]["warmup_steps"] = max(1, round(scale.warmup_fraction * steps))
     if scale.aux_lr_from_adamw and optimizer in AUX_OPTIMIZERS:

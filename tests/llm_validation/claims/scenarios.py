@@ -83,6 +83,9 @@ SCENARIOS = {
         {**{f"{o}/{m}": 0.1 for o in ("adamw", "muon") for m in ("2bw", "2bw+ef")},
          **{f"{o}/{m}/steps={f}x": 0.1 * f for o in ("adamw", "muon") for m in ("2bw", "2bw+ef")
             for f in (2, 4, 8)}}, {}),
+    "size-ladder": (
+        {"adamw/2bw": 0.3, "adamw/2bw+ef": 0.05, "muon/2bw": 0.05, "muon/2bw+ef": 0.01},
+        {"adamw/2bw": 0.05, "adamw/2bw+ef": 0.04, "muon/2bw": 0.3, "muon/2bw+ef": 0.25}, {}),
     "sync-phases": (
         {k: v for o in ("adamw", "muon") for k, v in (
             (f"{o}/2bw", 0.3), (f"{o}/2bw+sync-start", 0.25), (f"{o}/2bw+sync-cooldown", 0.05))},

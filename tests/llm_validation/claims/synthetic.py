@@ -44,8 +44,14 @@ def _val_curve(final: float, steps: int, every: int) -> list[tuple[int, float]]:
     return [(s, final + 3.0 * (1 - s / steps) ** 2) for s in pts]
 
 
+#: Tokens per parameter the synthetic runs report (the paper's regime, so that a long-run
+#: claim such as the divergence one is decided; a test passes another value to get short runs).
+SYNTHETIC_TPP = 25.0
+
+
 def write_runs(root: Path, claim: Claim, plan: Plan, gaps: Mapping[str, Any],
-               stats: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+               stats: Mapping[str, Mapping[str, Any]] | None = None,
+               tokens_per_param: float = SYNTHETIC_TPP) -> None:
     """Write every run of ``claim`` in ``plan`` under ``root`` (see the module docstring)."""
     stats = stats or {}
     for (key, seed), name in plan.index[claim.id].items():
@@ -81,6 +87,8 @@ def write_runs(root: Path, claim: Claim, plan: Plan, gaps: Mapping[str, Any],
         write_json(d / "summary.json", {
             "run_dir": str(d), "status": "diverged" if diverged else "completed",
             "steps": stop if diverged else steps, "final_val_loss": final,
+            "n_params": cfg.model.n_params(),
+            "tokens": int(tokens_per_param * cfg.model.n_params()),
             "best_val_loss": None if diverged else min(v for v in vals.values())})
 
 

@@ -28,6 +28,16 @@ def test_claim_verdict_follows_the_data(tmp_path, claim_id, which):
     assert res.n_seeds == 3 and res.runs
 
 
+def test_no_divergence_in_short_runs_is_inconclusive_not_a_fail(tmp_path):
+    """Issue 26: 'gradient-level EF diverges' is not refuted by runs too short to show a
+    divergence (below the paper's 20 tokens per parameter); the same runs at 25 fail it."""
+    claim = CLAIMS["grad-level-ef"]
+    plan = plan_for(claim)
+    write_runs(tmp_path, claim, plan, SCENARIOS["grad-level-ef"][1], tokens_per_param=0.8)
+    res = analyse(claim, ClaimData(claim, plan, tmp_path))
+    assert res.status == "inconclusive" and "too short" in res.reason
+
+
 @pytest.mark.parametrize("claim_id", ["adamw-vs-muon", "ef-halves-gap", "beta2", "alignment"])
 def test_missing_runs_are_inconclusive_with_the_reason(tmp_path, claim_id):
     claim = CLAIMS[claim_id]
