@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from llm_validation.claims import regime
-from llm_validation.claims.checks import Check, make, not_measured, number, seeds_of
+from llm_validation.claims.checks import Check, make, not_measured, seeds_of
 from llm_validation.claims.ladder import SlopeFit, fit_slope
 from llm_validation.config import optimizer_label, preset
 from llm_validation.validation.inference import Interval, t_interval
@@ -196,8 +196,7 @@ class Extrapolation:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "n_params": self.n_params,
                 "log_values": seeds_of(self.log_values),
-                "interval": {k: number(v) if isinstance(v, float) else v
-                             for k, v in self.interval.to_dict().items()}, "note": self.note}
+                "interval": self.interval.to_dict(), "note": self.note}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,7 @@
 """The size ladder for a reader: its figure and its claims.md section.
 
-- :func:`draw_size_ladder` (the drawing: :func:`size_ladder_axes`): two log-log panels against the model size N (millions of
-  parameters, all counted): the gap as a share of the synchronous loss decrease, and the lag
+- :func:`draw_size_ladder` (drawn by :func:`size_ladder_axes`): two log-log panels against
+  the model size N (millions of parameters, all counted): the gap as a share of the synchronous loss decrease, and the lag
   as a share of the synchronous run's steps (both in %). Per arm: per-seed points (small,
   jittered sideways so seeds and arms stay apart), the mean over seeds per size (a line), the
   exponent with its interval in the legend, and the fitted power law continued dotted past the
@@ -77,6 +77,8 @@ def _panel(ax, data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
         marker, ls = _STYLE.get(mode, ("^", "-."))
         jitter = _JITTER ** (k - (len(arms) - 1) / 2)
         values = data.values(arm, quantity)
+        if not any(values.values()):
+            continue
         pts = [(n, v) for n, by in values.items() for v in by.values()
                if math.isfinite(v) and v > 0]
         ax.scatter([n / 1e6 * jitter for n, _ in pts], [100 * v for _, v in pts], s=9,
@@ -87,6 +89,10 @@ def _panel(ax, data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
         name = arm_label(arm)
         if f is not None and f.fit.slopes:
             name += f": exponent {f.exponent.fmt(2)}"
+        if f is not None and f.excluded:
+            name += f" ({len(f.excluded)} seed(s) left out)"
+        if not means:
+            name += ": no positive mean (not drawn on log axes)"
         ax.plot([n / 1e6 for n, _ in means], [100 * m for _, m in means], marker=marker, ls=ls,
                 color=color, label=name, ms=5)
         if f is None or not f.extrapolations:
@@ -171,7 +177,16 @@ def _cell(by_seed: Mapping[int, float]) -> str:
     vals = [v for v in by_seed.values() if math.isfinite(v)]
     if not vals:
         return "-"
-    return f"{t_interval(vals).scaled(100).fmt()} % ({len(vals)} seeds)"
+    return f"{t_interval(vals).scaled(100).fmt()} % (n = {len(vals)})"
+
+
+def _left_out(f: SizeFit) -> str:
+    """The seeds without a slope, grouped by reason (``seeds 1, 3: ...``)."""
+    by_why: dict[str, list[int]] = {}
+    for s, why in f.excluded.items():
+        by_why.setdefault(why, []).append(s)
+    return "; ".join(f"seed{'s' if len(ss) > 1 else ''} {', '.join(map(str, ss))}: {why}"
+                     for why, ss in by_why.items()) or "none"
 
 
 def _check_of(rule_key: str, checks: Sequence[Check]) -> Check | None:
@@ -208,7 +223,8 @@ def size_ladder_markdown(data: SizeLadderData, fits: Mapping[str, Mapping[str, S
         row = ["size exponent (95% t over seeds)"]
         for q in QUANTITIES:
             f = by_q.get(q)
-            row.append(f"{f.exponent.fmt()} ({f.exponent.n} seeds)" if f else "-")
+            row.append("-" if f is None else "no seed with a slope" if not f.fit.slopes
+                       else f"{f.exponent.fmt()} (n = {f.exponent.n})")
         lines.append("| " + " | ".join(row) + " |")
         for n in data.sizes:
             lines.append(f"| N = {n:,} | " + " | ".join(
@@ -219,8 +235,7 @@ def size_ladder_markdown(data: SizeLadderData, fits: Mapping[str, Mapping[str, S
                 e = by_q[q].extrapolations.get(name) if q in by_q else None
                 cells.append(f"{e.interval.scaled(100).fmt()} %" if e else "-")
             lines.append(f"| {name}, N = {n:,} (EXTRAPOLATION) | " + " | ".join(cells) + " |")
-        left = ["; ".join(f"seed {s}: {w}" for s, w in by_q[q].excluded.items())
-                if q in by_q and by_q[q].excluded else "none" for q in QUANTITIES]
+        left = [_left_out(by_q[q]) if q in by_q else "-" for q in QUANTITIES]
         lines += ["| seeds left out | " + " | ".join(left) + " |", ""]
         for rule in AGREEMENT_RULES:
             c = _check_of(rule.key, checks)
