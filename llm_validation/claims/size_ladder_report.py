@@ -1,15 +1,15 @@
 """The size ladder for a reader: its figure and its claims.md section.
 
-- :func:`draw_size_ladder` (drawn by :func:`size_ladder_axes`): two log-log panels against
-  the model size N (millions of parameters, all counted): the gap as a share of the
-  synchronous loss decrease, and the lag as a share of the synchronous run's steps (in %).
-  Per arm: per-seed points (small, jittered sideways so seeds and arms stay apart), the mean over seeds per size (a line), the
-  exponent with its interval in the legend, and the fitted power law continued dotted past the
-  largest measured size to SmolLM-135M / 360M with its extrapolated interval as an error bar,
-  in a shaded band labelled "extrapolation". Reference lines: the paper's 0.01 nats as a share
-  of its loss decrease (``regime.PAPER_GAP_FRACTION``) on the gap panel, the paper's lag
-  fraction and the agreement bound (TOLERANCE x it) on the lag panel. Non-positive values have
-  no logarithm and are not drawn (the fits count them as left out).
+- :func:`draw_size_ladder` (drawn by :func:`size_ladder_axes`): two log-log panels against the
+  model size N (millions of parameters, all counted): the gap as a share of the synchronous
+  loss decrease, and the lag as a share of the synchronous run's steps (in %). Per arm: per-
+  seed points (small, jittered sideways so seeds and arms stay apart), the mean over seeds per
+  size (a line), the exponent with its interval in the legend, and the fitted power law
+  continued dotted past the largest measured size to SmolLM-135M / 360M with its extrapolated
+  interval as an error bar, in a shaded band labelled "extrapolation". Reference lines: the
+  paper's 0.01 nats as a share of its loss decrease (``regime.PAPER_GAP_FRACTION``) on the gap
+  panel, the paper's lag fraction and the agreement bound (TOLERANCE x it) on the lag panel.
+  Non-positive values have no logarithm and are not drawn (the fits count them as left out).
 - :func:`size_ladder_markdown`: the sizes, one table per arm (exponent with interval, mean and
   t interval per size, extrapolations with intervals, seeds left out, the agreement verdicts
   the arm enters), the agreement table and the rules as fixed before the runs.
