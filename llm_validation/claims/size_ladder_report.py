@@ -2,9 +2,9 @@
 
 - :func:`draw_size_ladder` (drawn by :func:`size_ladder_axes`): two log-log panels against the
   model size N (millions of parameters, all counted): the gap as a share of the synchronous
-  loss decrease, and the lag as a share of the synchronous run's steps (in %). Per arm: per-
-  seed points (small, jittered sideways so seeds and arms stay apart), the mean over seeds per
-  size (a line), the exponent with its interval in the legend, and the fitted power law
+  loss decrease, and the lag as a share of the synchronous run's steps (in %). Per arm:
+  per-seed points (small, jittered sideways so seeds and arms stay apart), the mean over seeds
+  per size (a line), the exponent with its interval in the legend, and the fitted power law
   continued dotted past the largest measured size to SmolLM-135M / 360M with its extrapolated
   interval as an error bar, in a shaded band labelled "extrapolation". Reference lines: the
   paper's 0.01 nats as a share of its loss decrease (``regime.PAPER_GAP_FRACTION``) on the gap
