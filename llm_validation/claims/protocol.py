@@ -43,6 +43,7 @@ from llm_validation.claims.regime import (CHINCHILLA_FIT, PAPER_LAG_FRACTION, PA
                                           PAPER_NATS, compute_lag_fraction)
 from llm_validation.claims.scales import Scale, base_config
 from llm_validation.claims.sequential import SeedPolicy
+from llm_validation.claims.size_ladder import TOLERANCE, rules_text
 from llm_validation.claims.statements import CLAIM_RULE, MARGIN_RULE
 from llm_validation.provenance import git_commit
 from llm_validation.rundir import read_json, write_json
@@ -121,7 +122,12 @@ def protocol(claims: Sequence[Claim], scale: Scale, policy: SeedPolicy,
         "constants": {"growth_tolerance": ad.GROWTH_TOL, "aligned_cos": ad.ALIGNED_COS,
                       "small_rel_err": ad.SMALL_REL_ERR, "ef_helps_cos": ad.EF_HELPS_COS,
                       "best_lam_split": ad.BEST_LAM_SPLIT, "floor_slope": FLOOR_SLOPE,
-                      "size_ladder_agreement_factor": 2.0},
+                      "size_ladder_agreement_factor": TOLERANCE},
+        "size_ladder": {"agreement": rules_text(),
+                        "fit": "per seed least squares of log(value) on log(N) over the sizes, "
+                               "t interval over seeds (claims.ladder.fit_slope); extrapolated "
+                               "per seed to SmolLM-135M and -360M at 20:1, t interval of the "
+                               "log values"},
         "seeds_policy": pol,
         "lr_sweep": {"ratio": LR_RATIO, "first_grid": list(FIRST_GRID), "seeds": SWEEP_SEEDS,
                      "max_widen": MAX_WIDEN,
