@@ -1,6 +1,8 @@
 """``delaybound reproduce``: the paper's 16 empirical claims, the project's claim 17 and the
 horizon ladder as a ledger.
 
+- ``reproduce --size-ladder ROOT``: the size ladder fitted across the 20:1 ledgers under ROOT
+  (:mod:`llm_validation.claims.size_assembly`), training nothing.
 - ``reproduce --protocol --out DIR [--scale S] [--claims ...]``: the rules that will decide the
   ledger (:mod:`llm_validation.claims.protocol`), written before its runs.
 - ``reproduce --list [--json] [--scale S] [--seeds N] [--quick] [--jobs J]``: every claim with
@@ -169,9 +171,27 @@ def _assemble_only(args: argparse.Namespace, plan, policy, record) -> int:
     return 0
 
 
+def _size_ladder(args: argparse.Namespace) -> int:
+    from llm_validation.claims.size_assembly import assemble_size_ladder
+    root = args.size_ladder
+    if not os.path.isdir(root):
+        raise ValueError(f"--size-ladder {root}: not a folder (it holds one ledger folder per "
+                         "size: n46k, n113k, n267k)")
+    doc = assemble_size_ladder(root)
+    if args.json:
+        print_json(doc)
+    else:
+        for c in doc["checks"]:
+            print(f"{c['status'].upper():12s} {c['label']}")
+        print(f"size ladder: {os.path.join(root, 'size_ladder.md')}")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.list:
         return _list(args)
+    if args.size_ladder:
+        return _size_ladder(args)
     if not args.out:
         raise ValueError("--out DIR is required (or --list)")
     if args.protocol:
@@ -267,6 +287,10 @@ def register(subparsers: Any) -> None:
     a("--reanalyse", action="store_true",
       help="assemble under this checkout's rules although OUT records another protocol (the "
            "ledger is labelled a re-analysis)")
+    a("--size-ladder", metavar="ROOT",
+      help="fit the size ladder across the 20:1 ledgers ROOT/n46k, ROOT/n113k, ROOT/n267k "
+           "(trained by --scale S --out ROOT/S): size exponents, the extrapolation to "
+           "SmolLM-135M/360M and its agreement with the paper; writes ROOT/size_ladder.md")
     a("--assemble-only", action="store_true",
       help="re-assemble the ledger in OUT from its finished runs, training nothing (its "
            "lr_sweep.json's lrs, the seeds its recorded stage 3 chose)")

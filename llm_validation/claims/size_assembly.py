@@ -1,0 +1,115 @@
+"""The size ladder across sizes: the per-size 20:1 ledgers read together (``reproduce --size-ladder``).
+
+Each size of the ladder is its own ledger folder (``ROOT/<scale>``: ``runs/``, ``lr_sweep.json``,
+``protocol.json``), trained by ``reproduce --scale <scale>``. This module reads the size-ladder
+claim's arms from every one of them, builds :class:`~llm_validation.claims.size_ladder.SizeLadderData`
+(per arm, size and seed the gap share of the synchronous loss decrease and the lag fraction,
+:func:`llm_validation.validation.lag.run_lag`), fits the size exponents, extrapolates to the
+paper's sizes, decides the agreement checks and writes ``ROOT/size_ladder.md``,
+``ROOT/size_ladder.json`` and ``ROOT/figures/size-ladder.png``.
+
+Algorithm
+    Per scale: the plan of the ``size-ladder`` claim at the scale's swept lrs (its
+    ``lr_sweep.json``) over :data:`~llm_validation.claims.registry.SIZE_LADDER_SEEDS` seeds, the
+    finished runs read by :class:`~llm_validation.claims.data.ClaimData`. A lag censored above
+    (no better than the synchronous run's first evaluation) is kept at its bound; one censored
+    below (ahead with a flat tail) or non-finite is left out (the horizon ladder's rule). The
+    agreement checks (:data:`~llm_validation.claims.size_ladder.AGREEMENT_RULES`, two of them)
+    form their own family: Bonferroni at the protocol's 5%, each decided at 97.5%.
+
+Guarantee
+    The numbers are the per-size ledgers' own runs (nothing is trained here); a size whose
+    folder or runs are missing is named in the output and left out of the fits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from llm_validation.claims.checks import at_level
+from llm_validation.claims.data import ClaimData
+from llm_validation.claims.lr_sweep import read_sweep
+from llm_validation.claims.plan import build_plan
+from llm_validation.claims.protocol import FAMILY_ALPHA
+from llm_validation.claims.registry import CLAIMS, SIZE_LADDER_SEEDS
+from llm_validation.claims.scales import SIZE_LADDER, Scale
+from llm_validation.claims.size_ladder import (ARMS, SizeLadderData, agreement_checks,
+                                               size_fits)
+from llm_validation.claims.size_ladder_report import draw_size_ladder, size_ladder_markdown
+from llm_validation.config import preset
+from llm_validation.rundir import write_json
+
+__all__ = ["read_size_ladder", "assemble_size_ladder", "AGREEMENT_LEVEL"]
+
+#: Two agreement checks, Bonferroni at the protocol's family-wise 5%.
+AGREEMENT_LEVEL = 1.0 - FAMILY_ALPHA / 2
+
+
+def _tuned(scale: Scale, folder: Path) -> Scale | None:
+    sweep = read_sweep(folder)
+    if sweep is None:
+        return None
+    return dataclasses.replace(scale, lrs={**scale.lrs, **{
+        o: float(c["lr"]) for o, c in sweep["optimizers"].items()}})
+
+
+def read_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER
+                     ) -> tuple[SizeLadderData, list[str]]:
+    """(the ladder's data from the ledgers under ``root``, what is missing, in words)."""
+    root, claim = Path(root), CLAIMS["size-ladder"]
+    gap: dict[str, dict[int, dict[int, float]]] = {a: {} for a in ARMS}
+    lag: dict[str, dict[int, dict[int, float]]] = {a: {} for a in ARMS}
+    non_emb, notes = {}, []
+    for scale in scales:
+        folder = root / scale.name
+        tuned = _tuned(scale, folder)
+        if tuned is None:
+            notes.append(f"{scale.name}: no ledger (no {folder / 'lr_sweep.json'})")
+            continue
+        plan = build_plan([claim], tuned, seeds=tuple(range(SIZE_LADDER_SEEDS)))
+        d = ClaimData(claim, plan, folder / "runs")
+        m = preset(scale.model)
+        n = m.n_params()
+        non_emb[n] = n - 2 * m.vocab_size * m.d_model
+        for arm in ARMS:
+            lags = d.lags(arm)
+            gap[arm][n] = {s: lg.gap_fraction for s, lg in lags.items()
+                           if math.isfinite(lg.gap_fraction)}
+            lag[arm][n] = {s: lg.fraction for s, lg in lags.items()
+                           if math.isfinite(lg.fraction) and lg.censored != "below"}
+        if (miss := d.missing(*ARMS)):
+            notes.append(f"{scale.name}: {miss}")
+    data = SizeLadderData(gap_fraction=gap, lag_fraction=lag,
+                          non_embedding=non_emb or {1: 1})
+    return data, notes
+
+
+def assemble_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER
+                         ) -> dict[str, Any]:
+    """Fit, decide, draw and write the size ladder of the ledgers under ``root``."""
+    root = Path(root)
+    data, notes = read_size_ladder(root, scales)
+    fits = size_fits(data)
+    checks, measured = agreement_checks(fits)
+    checks = [at_level(c, AGREEMENT_LEVEL) for c in checks]
+    fig = draw_size_ladder(data, fits, root / "figures" / "size-ladder.png")
+    lines = ["# The size ladder at 20 tokens per parameter", "",
+             f"Sizes read from `{root}`: " + ", ".join(s.name for s in scales) + ". "
+             f"The two agreement checks are decided at {AGREEMENT_LEVEL:.1%} each (Bonferroni: "
+             f"family-wise {FAMILY_ALPHA:.0%}).", ""]
+    if notes:
+        lines += ["Missing:", ""] + [f"- {x}" for x in notes] + [""]
+    lines += [f"![size ladder](figures/{fig.name})", ""]
+    lines += size_ladder_markdown(data, fits, checks)
+    (root / "size_ladder.md").write_text("\n".join(lines) + "\n")
+    doc = {"data": data.to_dict(),
+           "fits": {a: {q: f.to_dict() for q, f in by_q.items()} for a, by_q in fits.items()},
+           "checks": [c.to_dict() for c in checks],
+           "measured": {k: (v.to_dict() if hasattr(v, "to_dict") else v)
+                        for k, v in measured.items()},
+           "missing": notes, "level": AGREEMENT_LEVEL}
+    write_json(root / "size_ladder.json", doc)
+    return doc

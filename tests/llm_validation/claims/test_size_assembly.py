@@ -1,0 +1,66 @@
+"""The size ladder across the 20:1 ledgers: read from per-size folders, fitted, written."""
+
+from __future__ import annotations
+
+import json
+
+from delaybound.cli import main
+from llm_validation.claims.plan import build_plan
+from llm_validation.claims.registry import CLAIMS, SIZE_LADDER_SEEDS
+from llm_validation.claims.scales import SIZE_LADDER
+from llm_validation.claims.size_assembly import assemble_size_ladder, read_size_ladder
+from llm_validation.config import preset
+from llm_validation.rundir import write_json
+from tests.llm_validation.claims.synthetic import write_runs
+
+#: Muon's synthetic gap at the smallest size, and the exponent it shrinks with in N.
+MUON_GAP, EXPONENT = 0.2, -0.5
+
+
+def _ledgers(root, scales=SIZE_LADDER):
+    claim = CLAIMS["size-ladder"]
+    n0 = preset(scales[0].model).n_params()
+    for scale in scales:
+        folder = root / scale.name
+        folder.mkdir(parents=True)
+        write_json(folder / "lr_sweep.json",
+                   {"optimizers": {o: {"lr": lr} for o, lr in scale.lrs.items()}})
+        plan = build_plan([claim], scale, seeds=tuple(range(SIZE_LADDER_SEEDS)))
+        f = (preset(scale.model).n_params() / n0) ** EXPONENT
+        gaps = {"adamw/2bw": 4 * MUON_GAP * f, "adamw/2bw+ef": MUON_GAP * f,
+                "muon/2bw": MUON_GAP * f, "muon/2bw+ef": 0.3 * MUON_GAP * f}
+        write_runs(folder / "runs", claim, plan, gaps)
+
+
+def test_reads_every_size_and_seed(tmp_path):
+    _ledgers(tmp_path)
+    data, missing = read_size_ladder(tmp_path)
+    assert not missing
+    assert data.sizes == tuple(preset(s.model).n_params() for s in SIZE_LADDER)
+    for n in data.sizes:
+        assert len(data.values("muon/2bw", "lag_fraction")[n]) == SIZE_LADDER_SEEDS
+
+
+def test_a_shrinking_gap_has_a_negative_exponent_and_the_files_are_written(tmp_path):
+    _ledgers(tmp_path)
+    doc = assemble_size_ladder(tmp_path)
+    gap_fit = doc["fits"]["muon/2bw"]["gap_fraction"]
+    assert json.dumps(gap_fit)  # serialisable
+    assert (tmp_path / "size_ladder.md").read_text().count("xtrapolation") >= 2
+    assert (tmp_path / "figures" / "size-ladder.png").stat().st_size > 10_000
+    fits = doc["fits"]["muon/2bw"]["gap_fraction"]["fit"]
+    assert fits["interval"]["hi"] < 0            # the gap shrinks with N
+
+
+def test_a_missing_size_is_named(tmp_path):
+    _ledgers(tmp_path, SIZE_LADDER[:2])
+    _, missing = read_size_ladder(tmp_path)
+    assert any(SIZE_LADDER[2].name in m for m in missing)
+
+
+def test_cli_size_ladder(tmp_path, capsys):
+    _ledgers(tmp_path)
+    assert main(["reproduce", "--size-ladder", str(tmp_path)]) == 0
+    assert "size_ladder.md" in capsys.readouterr().out
+    assert main(["reproduce", "--size-ladder", str(tmp_path / "nope")]) == 2
+    assert "not a folder" in capsys.readouterr().err
