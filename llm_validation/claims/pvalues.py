@@ -44,13 +44,19 @@ Assumptions
     Those of the paired t interval: independent seeds, normal per-seed values.
 
 Guarantee
-    Under those assumptions, for a true mean at a point where an outcome is wrong,
-    ``P(that outcome's threshold < u) <= u`` (exactly ``u/2`` for a one-sided event at its
-    boundary): ``p_nom < 1 - L`` exactly when the check decides at ``L``, and a procedure that
-    rejects ``p_nom < a`` makes a wrong decision with probability at most ``a`` for the seed
-    kinds and ``same_sign``, and for ``no_consistent_effect`` with up to 2 groups (``G a / 2``
-    for ``G`` groups on their margins). ``tests/llm_validation/claims/test_family.py`` checks
-    the closed forms against the bisection on random checks of every kind.
+    ``p_nom < 1 - L`` exactly when the check decides at ``L`` (``tests/llm_validation/claims/
+    test_pvalues.py`` checks the closed forms against the bisection on random checks of every
+    kind). Each verdict claims something about the true means: side, mean strictly on its
+    side of the boundary; equivalence pass ``|mean| < w``, fail ``|mean| > w``; differs pass
+    ``mean != 0``, fail ``|mean| < w``; not_better fail ``mean < 0``, pass ``mean > -w``;
+    same_sign pass every group strictly on one side of 0, fail two strictly on opposite sides;
+    no_consistent_effect fail every group strictly on one side of 0, pass *not* every group at
+    least its margin on one side. A false claim needs an interval to miss its mean, so under
+    the assumptions ``P(wrong verdict at 1 - a) <= a`` for the seed kinds (the interval's
+    coverage): ``p_nom`` is a valid p-value for "a wrong verdict". For the group kinds with
+    two groups (the ledger's) the bound is ``a`` too (a false claim needs one group's
+    interval to miss on one side, ``a/2``, on at most two routes); with ``G`` groups it is up
+    to ``G a / 2``.
 
 Reference
     The duality of tests and confidence intervals (e.g. Lehmann & Romano, *Testing
@@ -64,7 +70,7 @@ import math
 from typing import Mapping
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from llm_validation.claims.checks import PART_KINDS, SEED_KINDS, Check, at_level
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, MIN_SEEDS, PASS
@@ -100,7 +106,8 @@ def _above_below(x: np.ndarray, point: float | np.ndarray) -> tuple[np.ndarray, 
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(se > 0, d / np.where(se > 0, se, 1.0),
                      np.where(d == 0, 0.0, np.sign(d) * np.inf))
-    return 2 * stats.t.sf(t, n - 1), 2 * stats.t.cdf(t, n - 1)
+    tail = special.stdtr(n - 1, -np.abs(t))                  # the smaller tail, <= 1/2
+    return 2 * np.where(t >= 0, tail, 1 - tail), 2 * np.where(t >= 0, 1 - tail, tail)
 
 
 def _never(shape: tuple[int, ...], *statuses: str) -> Routes:
@@ -194,8 +201,8 @@ def status_at(rts: Routes, a: np.ndarray | float) -> np.ndarray:
     """The status at level ``1 - a`` (elementwise): the first route whose threshold is below
     ``a``, else inconclusive (``a`` NaN: inconclusive)."""
     a = np.asarray(a, dtype=np.float64)
-    out = np.full(np.broadcast_shapes(a.shape, *(t.shape for _, t in rts)), INCONCLUSIVE,
-                  dtype=object)
+    out = np.full(np.broadcast_shapes(a.shape, *(np.shape(t) for _, t in rts)), INCONCLUSIVE,
+                  dtype=f"<U{max(len(s) for s in (PASS, FAIL, INCONCLUSIVE))}")
     for status, thr in reversed(rts):
         out = np.where(a > thr, status, out)
     return out
@@ -214,8 +221,9 @@ def pvalue_by_bisection(c: Check) -> float | None:
     """``p_nom(c)`` from its definition, by bisection on ``log a`` with
     :func:`~llm_validation.claims.checks.at_level` deciding at ``1 - a`` (the decided set is
     ``{a > p_nom}``: an interval that lies on a side of a point stays there as the level
-    drops). 1.0 when ``a = 1 - A_MIN`` decides nothing; 0.0 when ``a = A_MIN`` already decides (p below :data:`A_MIN`); None for
-    ``divergence``. The reference :func:`nominal_pvalue` is tested against."""
+    drops). 1.0 when ``a = 1 - A_MIN`` decides nothing; 0.0 when ``a = A_MIN`` already
+    decides (p below :data:`A_MIN`); None for ``divergence``. The reference
+    :func:`nominal_pvalue` is tested against."""
     if c.kind in PART_KINDS:
         raise ValueError(f"pvalue_by_bisection: {c.label!r} is an aggregate")
     if c.kind not in FAMILY_KINDS:
