@@ -254,3 +254,5 @@ def test_committed_tiny_ledger_under_holm():
              for leaf in leaves(c) if leaf.status == FAIL and leaf.kind != "divergence"]
     assert fails == [("2a", "NorMuon"), ("6b", "AdamW")]
     assert summary["per_check"][FAIL] == 7 and summary["family_size"] == 55
+    same, _ = decide_family([c for _, c in stmts], ALPHA, "none")   # today's rule, re-derived
+    assert [c.status for c in same] == [c.status for _, c in stmts]
