@@ -92,6 +92,7 @@ def leaves(c: Check) -> list[Check]:
 
 
 def _seed_map(m: Mapping[str, Any]) -> dict[int, float]:
+    """A stored per-seed mapping (string seeds, numbers or their strings) as seed -> float."""
     return {int(k): float(v) for k, v in m.items()}
 
 
@@ -120,14 +121,14 @@ def _outside_reason(c: Check) -> str:
     return f"only {min(sizes)} seed(s); a verdict needs >= {MIN_SEEDS}"
 
 
-def _redecide(c: Check, *, p_raw: float, p_adj: float, level: float, alpha: float,
-              method: str, k: int, looks: float) -> Check:
+def _redecide(c: Check, per: Check, *, p_raw: float, p_adj: float, level: float,
+              alpha: float, method: str, k: int, looks: float) -> Check:
     """Leaf ``c`` decided at ``1 - level / looks`` when rejected (``level`` not NaN), else
-    inconclusive; the family's numbers go into its params."""
+    inconclusive (``per``: ``c`` at the per-check level, shown in the reason); the family's
+    numbers go into its params."""
     family = {"p_raw": p_raw, "p_adj": p_adj, "method": method, "family_size": k,
               "alpha": alpha}
     numbers = f"adjusted p = {p_adj:.2g}, raw p = {p_raw:.2g}"
-    per = at_level(c, 1.0 - alpha / looks)
     if np.isnan(level):
         out = per
         if method != "none":
@@ -158,6 +159,7 @@ def _rebuild(c: Check, new: Mapping[int, Check], counter: list[int]) -> Check:
 
 
 def _counts(checks: Sequence[Check]) -> dict[str, int]:
+    """Checks per status."""
     return {s: sum(c.status == s for c in checks) for s in STATUSES}
 
 
@@ -183,12 +185,12 @@ def decide_family(checks: Sequence[Check], alpha: float = 0.05, method: str = "h
                                              dtype=np.float64))
     p_adj = adjusted(p_raw, method)
     levels = rejection_levels(p_raw, alpha, method)
-    new = {i: _redecide(flat[i], p_raw=float(p_raw[j]), p_adj=float(p_adj[j]),
+    per_check = [at_level(flat[i], 1.0 - alpha / looks) for i in inside]
+    new = {i: _redecide(flat[i], per_check[j], p_raw=float(p_raw[j]), p_adj=float(p_adj[j]),
                         level=float(levels[j]), alpha=alpha, method=method, k=k, looks=looks)
            for j, i in enumerate(inside)}
     counter = [0]
     out = [_rebuild(c, new, counter) for c in checks]
-    per_check = [at_level(flat[i], 1.0 - alpha / looks) for i in inside]
     summary = {"method": method, "alpha": alpha, "looks": looks, "family_size": k,
                "per_check_level": 1.0 - alpha / looks,
                "decided": _counts(list(new.values())), "per_check": _counts(per_check),

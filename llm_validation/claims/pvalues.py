@@ -111,6 +111,7 @@ def _above_below(x: np.ndarray, point: float | np.ndarray) -> tuple[np.ndarray, 
 
 
 def _never(shape: tuple[int, ...], *statuses: str) -> Routes:
+    """Routes that no level in (0, 1) takes (threshold 1)."""
     return tuple((s, np.ones(shape)) for s in statuses)
 
 
@@ -168,6 +169,7 @@ def group_routes(kind: str, groups: Mapping[str, np.ndarray],
 
 
 def _groups(c: Check) -> dict[str, np.ndarray]:
+    """A group check's per-group values as arrays (seeds in stored order)."""
     return {k: np.array(list(v.values()), dtype=np.float64) for k, v in c.inputs.items()}
 
 

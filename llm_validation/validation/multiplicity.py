@@ -70,6 +70,7 @@ METHODS = ("holm", "bh", "none")
 
 
 def _pvalues(p: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``p`` as a float array with a family axis, every value in [0, 1]."""
     x = np.asarray(p, dtype=np.float64)
     if x.ndim < 1:
         raise ValueError(f"p-values must have a family axis (the last), got shape {x.shape}")
@@ -89,6 +90,7 @@ def _ranks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_alpha(alpha: float) -> None:
+    """Refuse a level outside (0, 1)."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha={alpha!r} must be in (0, 1)")
 
