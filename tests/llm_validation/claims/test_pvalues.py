@@ -1,0 +1,126 @@
+"""Nominal p-values of leaf checks: the closed forms equal the definition (bisection with
+checks.at_level) on random checks of every kind, and decide exactly below a level."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from llm_validation.claims.checks import aggregate, at_level, make, not_measured
+from llm_validation.claims.family import LOOKS
+from llm_validation.claims.pvalues import (A_MIN, FAMILY_KINDS, nominal_pvalue,
+                                           pvalue_by_bisection, routes, status_at)
+from llm_validation.claims.sequential import DEFAULT_POLICY
+
+#: Closed form vs bisection: below A_MIN the bisection reports 0 (a level 1 - a keeps too few
+#: digits of a); above it the bisection resolves a to 1e-13 and scipy's t tail and quantile
+#: invert each other to ~1e-14, so 1e-9 relative leaves a wide margin and still catches any
+#: formula error (a wrong tail or factor 2 is off by 10% or more).
+PVALUE_ATOL = A_MIN
+PVALUE_RTOL = 1e-9
+#: Examples per kind: the bisection costs 48 at_level calls (~20 ms); a third of the profile's
+#: count, at least 15 (keeps the file at a few seconds under the dev and ci profiles).
+EXAMPLES = max(15, settings.default.max_examples // 3)
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= PVALUE_ATOL + PVALUE_RTOL * max(abs(a), abs(b))
+
+
+@st.composite
+def _values(draw, n_min: int = 2) -> dict[int, float]:
+    """Per-seed values: 2-9 seeds around a centre, some rounded to create ties and zero
+    spreads (the closed forms' edge cases)."""
+    n = draw(st.integers(n_min, 9))
+    centre = draw(st.floats(-2.0, 2.0, allow_subnormal=False))
+    scale = draw(st.sampled_from([1e-3, 0.05, 0.3, 1.0, 3.0]))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    x = centre + scale * rng.standard_normal(n)
+    digits = draw(st.sampled_from([None, None, None, 1, 0]))
+    if digits is not None:
+        x = np.round(x, digits)
+    return dict(enumerate(x.tolist()))
+
+
+@st.composite
+def random_check(draw, kind: str):
+    """A check of ``kind`` built by checks.make, as the ledger builds them."""
+    if kind in ("same_sign", "no_consistent_effect"):
+        names = ["A", "B", "C"][:draw(st.integers(2, 3))]
+        groups = {k: draw(_values()) for k in names}
+        if draw(st.integers(0, 9)) == 0:
+            groups[names[-1]] = {}                            # a group not measured
+        widths = {k: draw(st.floats(0.01, 3.0)) for k in names}
+        return make("random", kind, groups, widths=widths)
+    params = ({"boundary": draw(st.floats(-2.0, 2.0)),
+               "predicted": draw(st.sampled_from(["above", "below"]))} if kind == "side"
+              else {"width": draw(st.floats(0.01, 3.0))})
+    return make("random", kind, {"x": draw(_values())}, {"x": 1.0}, **params)
+
+
+@pytest.mark.parametrize("kind", FAMILY_KINDS)
+@settings(max_examples=EXAMPLES)
+@given(data=st.data())
+def test_closed_form_equals_bisection(kind, data):
+    c = data.draw(random_check(kind))
+    closed, reference = nominal_pvalue(c), pvalue_by_bisection(c)
+    assert 0.0 <= closed <= 1.0
+    assert _close(closed, reference), (c.kind, c.samples or c.inputs, c.params, closed,
+                                       reference)
+
+
+@pytest.mark.parametrize("kind", FAMILY_KINDS)
+@given(data=st.data(), level=st.floats(0.5, 0.99999))
+def test_decides_exactly_below_one_minus_level(kind, data, level):
+    c = data.draw(random_check(kind))
+    p = nominal_pvalue(c)
+    assume(not _close(p, 1.0 - level))                        # a tie within rounding
+    decided = at_level(c, level)
+    assert (p < 1.0 - level) == (decided.status != "inconclusive")
+    # the status at 1 - a is the first route below a: the routes mirror the checks' order
+    assert status_at(routes(c), 1.0 - level)[()] == decided.status
+    # p_raw = LOOKS p_nom <= alpha exactly when the seeds policy's level decides it
+    assume(not _close(LOOKS * p, DEFAULT_POLICY.alpha))
+    policy = at_level(c, DEFAULT_POLICY.level1).status != "inconclusive"
+    assert (min(1.0, LOOKS * p) <= DEFAULT_POLICY.alpha) == policy
+
+
+def test_textbook_side_pvalue_and_edges():
+    # x = 1..5 against 0: t = 3 / sqrt(2.5 / 5) = 4.2426, two-sided p (4 df) = 0.013236
+    c = make("x > 0", "side", {"x": {i: float(i + 1) for i in range(5)}}, {"x": 1.0},
+             boundary=0.0, predicted="above")
+    assert nominal_pvalue(c) == pytest.approx(0.0132356, rel=1e-4)
+    flat = make("flat", "side", {"x": {0: 0.25, 1: 0.25, 2: 0.25}}, {"x": 1.0}, boundary=0.0,
+                predicted="below")
+    assert nominal_pvalue(flat) == 0.0 == pvalue_by_bisection(flat)  # zero spread: decided
+    assert flat.status == "fail"
+    on = make("on", "side", {"x": {0: 0.0, 1: 0.0, 2: 0.0}}, {"x": 1.0}, boundary=0.0,
+              predicted="below")
+    assert nominal_pvalue(on) == 1.0 == pvalue_by_bisection(on)     # on its boundary: never
+    two = make("two", "differs", {"x": {0: 1.0, 1: 1.1}}, {"x": 1.0}, width=0.5)
+    assert nominal_pvalue(two) == 1.0 == pvalue_by_bisection(two)   # < MIN_SEEDS
+    assert nominal_pvalue(not_measured("nm", "no runs")) == 1.0
+
+
+def test_equivalence_is_tost_with_each_side_at_half_the_error():
+    # mean 0.1, sd 0.1, n = 4 (se 0.05), width 0.3: T = 8 and 4 against -w and +w (3 df)
+    x = {0: 0.0, 1: 0.1, 2: 0.2, 3: 0.1}
+    x = {k: 0.1 + (v - 0.1) * 0.1 / np.std(list(x.values()), ddof=1) for k, v in x.items()}
+    c = make("eq", "equivalence", {"x": x}, {"x": 1.0}, width=0.3)
+    from scipy import stats
+    assert nominal_pvalue(c) == pytest.approx(2 * max(stats.t.sf(8, 3), stats.t.sf(4, 3)))
+
+
+def test_divergence_has_no_pvalue_and_aggregates_refuse():
+    g = {"gradient-level": {0: 1.0, 1: 1.0, 2: 1.0}, "update-level": {0: 0.0, 1: 0.0, 2: 0.0}}
+    div = make("div", "divergence", g)
+    assert nominal_pvalue(div) is None and pvalue_by_bisection(div) is None
+    side = make("s", "side", {"x": {0: 1.0, 1: 1.2, 2: 0.9}}, {"x": 1.0}, boundary=0.0,
+                predicted="above")
+    with pytest.raises(ValueError, match="aggregate"):
+        nominal_pvalue(aggregate("all", "all", [side, side]))
+    assert math.isfinite(nominal_pvalue(side))
