@@ -12,16 +12,21 @@ pass, fail when any fails). The theory's statements are kept apart: they give th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from llm_validation.claims.checks import Check, at_level
+from llm_validation.claims.family import decide_family
 from llm_validation.claims.claim import Claim, Statement
 from llm_validation.claims.seeds import with_seeds_needed
 from llm_validation.claims.statements import PAPER, THEORY
 from llm_validation.validation.inference import Interval
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS, Verdict, combine
 
-__all__ = ["StatementResult", "ClaimResult", "result", "agreement", "old_status"]
+__all__ = ["StatementResult", "ClaimResult", "result", "agreement", "old_status",
+           "decide_ledger", "FAMILY_ALPHA"]
+
+#: The family-wise error rate of the ledger's verdicts (Holm), the protocol's.
+FAMILY_ALPHA = 0.05
 
 
 def agreement(statuses: list[str]) -> str | None:
@@ -39,13 +44,25 @@ class StatementResult:
 
     statement: Statement
     check: Check
+    """Decided under the ledger's family-wise control once :func:`decide_ledger` ran (each
+    check at its own level before)."""
+    per_check: str = ""
+    """The status with every check at its own level (the per-check rule); empty: the same as
+    ``status`` (no family decision yet)."""
+    fdr: str = ""
+    """The status under Benjamini-Hochberg at the protocol's FDR; empty: not decided."""
 
     @property
     def status(self) -> str:
         return self.check.status
 
+    @property
+    def per_check_status(self) -> str:
+        return self.per_check or self.status
+
     def to_dict(self) -> dict[str, Any]:
         return {**self.statement.to_dict(), "status": self.status, "reason": self.check.reason,
+                "per_check_status": self.per_check_status, "fdr_status": self.fdr or None,
                 "check": self.check.to_dict()}
 
 
@@ -88,6 +105,25 @@ class ClaimResult:
 
     def with_arms(self, arms: Mapping[str, Any], runs: tuple[str, ...]) -> "ClaimResult":
         return ClaimResult(**{**self.__dict__, "arms": arms, "runs": runs})
+
+    def with_statements(self, stmts: tuple[StatementResult, ...]) -> "ClaimResult":
+        """The result with ``stmts`` in place of its statements, its status derived again."""
+        return ClaimResult(**{**self.__dict__, **_derived(stmts), "statements": stmts})
+
+    @property
+    def central(self) -> StatementResult | None:
+        return next((s for s in self.statements if s.statement.central), None)
+
+    def statuses(self) -> dict[str, str]:
+        """The claim's status under each rule: ``family`` (the central statement under Holm:
+        the ledger's), ``per_check`` (the central statement, each check at its own level),
+        ``fdr`` (the central statement under Benjamini-Hochberg) and ``old_rule`` (every paper
+        statement per check, fail when any fails: the rule before issue 26)."""
+        c = self.central
+        return {"family": self.status,
+                "per_check": c.per_check_status if c else self.status,
+                "fdr": (c.fdr or c.status) if c else self.status,
+                "old_rule": old_status(self)}
 
     def at_level(self, level: float) -> "ClaimResult":
         """Every statement decided again at interval level ``level``
@@ -151,6 +187,41 @@ def _derived(stmts: tuple[StatementResult, ...]) -> dict[str, Any]:
 
 def old_status(res: "ClaimResult") -> str:
     """The claim's status under the rule before issue 26 (``statements.OLD_CLAIM_RULE``: every
-    paper statement decides, fail when any fails), from the same statement verdicts."""
+    paper statement decides, each check at its own level, fail when any fails)."""
     paper = res.of(PAPER) or res.statements
-    return combine([(s.status, "") for s in paper])[0]
+    return combine([(s.per_check_status, "") for s in paper])[0]
+
+
+def decide_ledger(results: Sequence[ClaimResult], alpha: float = FAMILY_ALPHA
+                  ) -> tuple[list[ClaimResult], dict[str, Any]]:
+    """Every statement of the ledger decided under family-wise control: the leaves of the
+    paper's statements form one Holm family at ``alpha``, the theory's another
+    (:func:`~llm_validation.claims.family.decide_family`); each statement keeps its per-check
+    status and gets its Benjamini-Hochberg one beside (``StatementResult.per_check``,
+    ``fdr``), each leaf its raw, Holm and BH p-values (``params``: ``p_raw``, ``p_adj``,
+    ``p_bh``). Returns the results and the two families' summaries."""
+    out, summary = list(results), {}
+    for section in (PAPER, THEORY):
+        idx = [(i, j) for i, r in enumerate(results) for j, st in enumerate(r.statements)
+               if st.statement.section == section]
+        if not idx:
+            continue
+        checks = [results[i].statements[j].check for i, j in idx]
+        holm, hs = decide_family(checks, alpha, "holm")
+        bh, bs = decide_family(checks, alpha, "bh")
+        summary[section] = {"holm": hs, "bh": {k: bs[k] for k in ("family_size", "decided")}}
+        for (i, j), h, b, per in zip(idx, holm, bh, checks):
+            stmts = list(out[i].statements)
+            stmts[j] = StatementResult(statement=stmts[j].statement, check=_with_bh(h, b),
+                                       per_check=per.status, fdr=b.status)
+            out[i] = out[i].with_statements(tuple(stmts))
+    return out, summary
+
+
+def _with_bh(h: Check, b: Check) -> Check:
+    """``h`` (Holm) with each leaf's BH-adjusted p-value from ``b`` (the same tree)."""
+    parts = tuple(_with_bh(x, y) for x, y in zip(h.parts, b.parts))
+    params = dict(h.params)
+    if "p_adj" in b.params and not b.parts:
+        params["p_bh"] = b.params["p_adj"]
+    return Check(**{**h.__dict__, "params": params, "parts": parts})

@@ -23,10 +23,11 @@ from typing import Any, Mapping, Sequence
 from llm_validation.claims.sequential import DEFAULT_POLICY, SeedPolicy
 from llm_validation.claims.analysis import analyse
 from llm_validation.claims.data import ClaimData
-from llm_validation.claims.decisions import ClaimResult
+from llm_validation.claims.decisions import ClaimResult, decide_ledger
 from llm_validation.claims.figures import draw
 from llm_validation.claims.lr_sweep import read_sweep
-from llm_validation.claims.markdown import counts, render_markdown, statement_counts
+from llm_validation.claims.markdown import (counts, counts_by_rule, family_info,
+                                            render_markdown, statement_counts)
 from llm_validation.claims.plan import ExecutionSummary, Plan
 from llm_validation.claims.scales import LR_REASON
 from llm_validation.claims.runtable import run_table
@@ -47,17 +48,23 @@ def assemble(plan: Plan, out: str | Path, figures: bool = True,
              policy: SeedPolicy | None = DEFAULT_POLICY) -> list[ClaimResult]:
     """Analyse every claim of ``plan`` on ``<out>/runs`` and draw its figure. Each claim's
     checks decide at the seeds ``policy``'s level for the look its seed count is at
-    (:meth:`~llm_validation.claims.sequential.SeedPolicy.level_at`; None: 95%, one look)."""
+    (:meth:`~llm_validation.claims.sequential.SeedPolicy.level_at`; None: 95%, one look),
+    then the whole ledger under family-wise control
+    (:func:`~llm_validation.claims.decisions.decide_ledger`: Holm at 5% over the paper's
+    leaves, the per-check and BH statuses kept beside)."""
     out = Path(out)
-    results = []
+    results, datas = [], []
     for claim in plan.claims:
         data = ClaimData(claim, plan, out / RUNS_DIR)
         level = policy.level_at(len(data.seeds)) if policy is not None else None
-        res = analyse(claim, data, level)
-        if figures:
-            path = draw(claim, data, res, out / FIGURES_DIR)
-            res = res.with_plot(f"{FIGURES_DIR}/{path.name}" if path else None)
-        results.append(res)
+        results.append(analyse(claim, data, level))
+        datas.append(data)
+    if not plan.quick:                    # quick ledgers are all inconclusive: no family
+        results, _ = decide_ledger(results)
+    if figures:
+        results = [res.with_plot(f"{FIGURES_DIR}/{path.name}" if (path := draw(
+            claim, data, res, out / FIGURES_DIR)) else None)
+            for claim, data, res in zip(plan.claims, datas, results)]
     return results
 
 
@@ -137,10 +144,22 @@ def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
            "budget": _budget(plan, summary),
            "gap_definition": GAP_DEFINITION, "claim_rule": CLAIM_RULE,
            "counts": counts(results, plan.claims),
+           "counts_by_rule": counts_by_rule(results, plan.claims),
+           "family": family_info(results),
            "statement_counts": {sec: statement_counts(results, sec) for sec in (PAPER, THEORY)},
            "theory_claims": [c.id for c in plan.claims if c.section == THEORY],
            "claims": claims, "runs": run_table(datas), "stages": stages}
     write_json(out / "claims.json", doc)
     md = render_markdown(plan, results, summary)
+    re = (protocol or {}).get("reanalysis")
+    if protocol:
+        head = (f"Protocol `{str(protocol.get('digest'))[:12]}` (`protocol.json`, written at "
+                f"commit `{str(protocol.get('commit'))[:12]}`).")
+        if re:
+            head = (f"**RE-ANALYSIS (exploratory)**: assembled under protocol "
+                    f"`{str(protocol.get('digest'))[:12]}`, not under rules fixed before its "
+                    f"runs trained ({re.get('note') or 'the runs were trained under protocol ' + str(re.get('recorded'))[:12]}); "
+                    "its verdicts are a re-reading of existing data.")
+        md = md.replace("\n\n", f"\n\n{head}\n\n", 1)
     (out / "claims.md").write_text(md + "\n" + "\n".join(_stages_md(stages)))
     return doc

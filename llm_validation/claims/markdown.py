@@ -23,9 +23,13 @@ from llm_validation.validation.inference import Interval, level_text
 from llm_validation.validation.power import MAX_SEEDS
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS
 
-__all__ = ["render_markdown", "counts", "statement_counts", "BADGE", "HOW_TO_READ"]
+__all__ = ["render_markdown", "counts", "counts_by_rule", "family_info", "statement_counts",
+           "BADGE", "HOW_TO_READ"]
 
 BADGE = {PASS: "PASS", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}
+#: How a statement's role shows in the summary table (central: its verdict is the claim's).
+_ROLE_MARK = {"central": " (central)", "side": "", "project": " (project's reading)",
+              "theory": ""}
 HOW_TO_READ = (
     "How to read: a claim of the paper is split into its statements, each quoting the "
     "sentence it tests and decided by its own checks. Every check is a per-seed contrast of "
@@ -47,6 +51,32 @@ def counts(results: Sequence[ClaimResult], claims: Sequence[Claim], section: str
     """Claims of ``section`` per status."""
     sel = [r for c, r in zip(claims, results) if c.section == section]
     return {s: sum(r.status == s for r in sel) for s in (PASS, FAIL, INCONCLUSIVE)}
+
+
+def counts_by_rule(results: Sequence[ClaimResult], claims: Sequence[Claim],
+                   section: str = PAPER) -> dict[str, dict[str, int]]:
+    """Claims of ``section`` per status under each rule of :meth:`ClaimResult.statuses`."""
+    sel = [r.statuses() for c, r in zip(claims, results) if c.section == section]
+    rules = ("family", "per_check", "fdr", "old_rule")
+    return {rule: {s: sum(x[rule] == s for x in sel) for s in (PASS, FAIL, INCONCLUSIVE)}
+            for rule in rules}
+
+
+def _leaves(c: Check) -> list[Check]:
+    return [x for p in c.parts for x in _leaves(p)] if c.parts else [c]
+
+
+def family_info(results: Sequence[ClaimResult]) -> dict[str, Any]:
+    """Per section: the family's size (leaves with a p-value), its method and level, and the
+    leaves left outside it (read from the leaves' params)."""
+    out = {}
+    for section in (PAPER, THEORY):
+        leaves = [x for r in results for s in r.of(section) for x in _leaves(s.check)]
+        inside = [x for x in leaves if "p_raw" in x.params]
+        alpha = inside[0].params.get("alpha") if inside else None
+        out[section] = {"method": "holm", "alpha": alpha, "family_size": len(inside),
+                        "outside": len(leaves) - len(inside)}
+    return out
 
 
 def statement_counts(results: Sequence[ClaimResult], section: str) -> dict[str, int]:
@@ -84,8 +114,14 @@ def _check_rows(check: Check, depth: int = 0) -> list[str]:
 
 def _statement(s: StatementResult) -> list[str]:
     st = s.statement
-    lines = [f"**Statement {st.id}** ({st.source}):", "", f"> {st.quote}", "",
-             f"Status **{BADGE[s.status]}**. Rule: {st.decision}."]
+    role = {"central": "the claim's central statement: its verdict is the claim's",
+            "side": "a side reading of the paper's wording",
+            "project": "the project's reading, not the paper's wording",
+            "theory": "the project's theory"}[st.role]
+    per = (f" (each check at its own level: {BADGE[s.per_check_status]}; Benjamini-Hochberg: "
+           f"{BADGE[s.fdr]})" if s.fdr else "")
+    lines = [f"**Statement {st.id}** ({st.source}; {role}):", "", f"> {st.quote}", "",
+             f"Status **{BADGE[s.status]}**{per}. Rule: {st.decision}."]
     if st.change:
         lines[-1] += f" Changed: {st.change}."
     level = level_text(level_of(s.check.params))
@@ -141,6 +177,25 @@ def _count_text(c: dict[str, int]) -> str:
     return f"{c[PASS]} pass, {c[FAIL]} fail, {c[INCONCLUSIVE]} inconclusive"
 
 
+def _headline(results: Sequence[ClaimResult], claims: Sequence[Claim], n: int) -> list[str]:
+    """The counts: family-wise first (the ledger's verdicts), the other rules beside."""
+    by, fam = counts_by_rule(results, claims), family_info(results)[PAPER]
+    if not fam["family_size"]:            # a quick ledger, or no decidable check
+        return [f"**The paper's claims: {_count_text(counts(results, claims))}** of {n} "
+                f"claims; their statements: {_count_text(statement_counts(results, PAPER))}.",
+                ""]
+    return [f"**The paper's claims, family-wise error {fam['alpha']:.0%} (Holm over the "
+            f"{fam['family_size']} checks of the paper's statements): "
+            f"{_count_text(by['family'])}** of {n} claims, each decided by its central "
+            f"statement; their statements: {_count_text(statement_counts(results, PAPER))}.",
+            "",
+            f"Beside it, the same central statements with each check at its own level "
+            f"(97.5%, no multiplicity control): {_count_text(by['per_check'])}; under "
+            f"Benjamini-Hochberg at 5% FDR: {_count_text(by['fdr'])}; under the rule before "
+            f"issue 26 (every paper statement per check, fail when any fails): "
+            f"{_count_text(by['old_rule'])}.", ""]
+
+
 def render_markdown(plan: Plan, results: Sequence[ClaimResult],
                     summary: ExecutionSummary | None = None) -> str:
     claims, s = plan.claims, plan.scale
@@ -151,8 +206,7 @@ def render_markdown(plan: Plan, results: Sequence[ClaimResult],
              f"Scale `{s.name}` (model `{s.model}`), seeds {list(plan.seeds)}, device "
              f"`{plan.device}`" + (f", overrides `{' '.join(plan.overrides)}`"
                                   if plan.overrides else "") + "." + quick, "",
-             f"**The paper's claims: {_count_text(counts(results, claims))}** of {len(paper)} "
-             f"claims; their statements: {_count_text(statement_counts(results, PAPER))}.", "",
+             *_headline(results, claims, len(paper)),
              f"**The project's theory on the same runs:** statements "
              f"{_count_text(statement_counts(results, THEORY))}.", "",
              f"Claim rule: {CLAIM_RULE}.", "",
@@ -163,7 +217,8 @@ def render_markdown(plan: Plan, results: Sequence[ClaimResult],
                 if summary else "") + ".", "", HOW_TO_READ, "",
              "| # | id | figure | status | statements | seeds |", "|---|---|---|---|---|---|"]
     for c, r in paper:
-        sts = ", ".join(f"{x.statement.id} {BADGE[x.status]}" for x in r.of(PAPER))
+        sts = ", ".join(f"{x.statement.id}{_ROLE_MARK[x.statement.role]} {BADGE[x.status]}"
+                        for x in r.of(PAPER))
         lines.append(f"| {c.number} | [`{c.id}`](#{c.number}-{c.id}) | {c.figure} | "
                      f"**{BADGE[r.status]}** | {sts} | {r.n_seeds} |")
     lines += ["", "# The paper's claims", ""]

@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 
 from llm_validation.claims import analysis_delay as ad
 from llm_validation.claims.claim import Claim
+from llm_validation.claims.decisions import FAMILY_ALPHA
 from llm_validation.claims.ladder import FLOOR_SLOPE
 from llm_validation.claims.lr_sweep import FIRST_GRID, LR_RATIO, MAX_WIDEN, SWEEP_SEEDS
 from llm_validation.claims.regime import (CHINCHILLA_FIT, PAPER_LAG_FRACTION, PAPER_MODELS,
@@ -53,8 +54,6 @@ __all__ = ["FAMILY_ALPHA", "FDR_Q", "PROTOCOL_FILE", "PROTOCOL_MD", "ProtocolMis
            "protocol", "digest", "code_digest", "write_protocol", "check_protocol",
            "protocol_markdown"]
 
-#: The family-wise error rate of the paper's checks (Holm): the ledger's headline counts.
-FAMILY_ALPHA = 0.05
 #: The false-discovery rate of the Benjamini-Hochberg decisions shown beside them.
 FDR_Q = 0.05
 PROTOCOL_FILE = "protocol.json"
@@ -218,8 +217,15 @@ def check_protocol(out: str | Path, doc: Mapping[str, Any], reanalyse: bool = Fa
     path = Path(out) / PROTOCOL_FILE
     now = digest(doc)
     if not path.exists():
+        runs = Path(out) / "runs"
+        trained = runs.is_dir() and any(runs.glob("*/summary.json"))
         full = write_protocol(out, doc)
-        return {"digest": now, "commit": full["commit"], "reanalysis": None}
+        # a folder whose runs trained before any protocol was recorded is re-analysed, not
+        # pre-registered: its rules were written after (some of) its data existed
+        return {"digest": now, "commit": full["commit"],
+                "reanalysis": {"recorded": None, "recorded_commit": None,
+                               "note": "no protocol was recorded before these runs trained"}
+                if trained else None}
     recorded = read_json(path)
     if recorded.get("digest") == now:
         return {"digest": now, "commit": recorded.get("commit"), "reanalysis": None,
