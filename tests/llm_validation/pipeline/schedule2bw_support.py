@@ -89,6 +89,13 @@ class SwapsData(Schedule2BW):
         return out
 
 
+def lr_decay(optimizer: Any, c: dict) -> Any:
+    """``lr / (1 + step)`` when the config asks for a scheduler (``lr_decay``), else None."""
+    if not c.get("lr_decay"):
+        return None
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + step))
+
+
 MUTATIONS = {None: Schedule2BW, "reads_newest": ReadsNewest, "skips_copy": SkipsCopy,
              "swaps_data": SwapsData}
 
@@ -113,9 +120,10 @@ def stage_worker(ctx: Any, cfgs: list[dict], out_dir: str) -> None:
     for c in cfgs:
         module = ex.split(ex.build_model(SEED), rank, P)
         stage = PipelineStage(module, rank, P, torch.device("cpu"), group=ctx.mesh.pp_group)
-        sched = MUTATIONS[c.get("mutation")](stage, c["M"], ex.loss_fn,
-                                             make_optimizer(module, c["optim"]),
-                                             ef_lambda=c["lam"])
+        base = make_optimizer(module, c["optim"])
+        sched = MUTATIONS[c.get("mutation")](stage, c["M"], ex.loss_fn, base, ef_lambda=c["lam"],
+                                             lr_scheduler=lr_decay(base, c),
+                                             scale_grads=c.get("scale_grads", True))
         losses, evals = [], []
         for t, (x, y) in enumerate(ex.batches(c["steps"], c["M"] * MB_SIZE)):
             got = sched.step(x) if rank == 0 else sched.step(target=y) if rank == P - 1 \
@@ -158,7 +166,9 @@ def reference(c: dict) -> dict:
     try:
         ex = example()
         model = ex.build_model(SEED)
-        opt = DelayedOptimizer(make_optimizer(model, c["optim"]), tau=1, ef_lambda=c["lam"])
+        base = make_optimizer(model, c["optim"])
+        opt = DelayedOptimizer(base, tau=1, ef_lambda=c["lam"])
+        decay = lr_decay(base, c)
         M, losses, evals = c["M"], [], []
         for t, (x, y) in enumerate(ex.batches(c["steps"], M * MB_SIZE)):
             with opt.delayed_weights():
@@ -169,10 +179,12 @@ def reference(c: dict) -> dict:
                     ls.append(loss.detach())
             with torch.no_grad():
                 for p in model.parameters():
-                    if p.grad is not None:
+                    if p.grad is not None and c.get("scale_grads", True):
                         p.grad.div_(M)
             opt.step()
             opt.zero_grad()
+            if decay is not None:
+                decay.step()
             losses.append(torch.stack(ls))
             if c.get("flush_at") == t + 1:
                 x, y = next(ex.batches(1, M * MB_SIZE, seed=7))

@@ -70,8 +70,10 @@ def test_p2_equals_delayed_optimizer(tmp_path, monkeypatch):
     base = configs(2, STEPS)
     flush = {"name": "adamw-lam1-M2-flush2", "optim": "adamw", "lam": 1.0, "M": 2,
              "steps": STEPS, "flush_at": 2}
-    got = _launch(tmp_path, monkeypatch, 2, base + [flush])
-    for c in base + [flush]:
+    knobs = {"name": "adamw-lam0-M2-lrdecay-unscaled", "optim": "adamw", "lam": 0.0, "M": 2,
+             "steps": STEPS, "lr_decay": True, "scale_grads": False}
+    got = _launch(tmp_path, monkeypatch, 2, base + [flush, knobs])
+    for c in base + [flush, knobs]:
         ref = reference(c)
         assert len(ref["losses"]) == STEPS
         assert equal_runs(got[c["name"]], ref), c["name"]
