@@ -118,30 +118,33 @@ def stage_worker(ctx: Any, cfgs: list[dict], out_dir: str) -> None:
     rank, P = ctx.rank, ctx.world
     results = {}
     for c in cfgs:
-        module = ex.split(ex.build_model(SEED), rank, P)
-        stage = PipelineStage(module, rank, P, torch.device("cpu"), group=ctx.mesh.pp_group)
+        dev = torch.device("cuda", ctx.local_rank) if c.get("cuda") else torch.device("cpu")
+        module = ex.split(ex.build_model(SEED), rank, P).to(dev)
+        stage = PipelineStage(module, rank, P, dev, group=ctx.mesh.pp_group)
         base = make_optimizer(module, c["optim"])
         sched = MUTATIONS[c.get("mutation")](stage, c["M"], ex.loss_fn, base, ef_lambda=c["lam"],
                                              lr_scheduler=lr_decay(base, c),
                                              scale_grads=c.get("scale_grads", True))
         losses, evals = [], []
         for t, (x, y) in enumerate(ex.batches(c["steps"], c["M"] * MB_SIZE)):
+            x, y = x.to(dev), y.to(dev)
             got = sched.step(x) if rank == 0 else sched.step(target=y) if rank == P - 1 \
                 else sched.step()
             if got:
                 losses.append(torch.stack(got))
             if c.get("flush_at") == t + 1:        # evaluate at a drain, then go on
                 losses.append(torch.stack(sched.finish()) if rank == P - 1 else sched.finish())
-                x, y = next(ex.batches(1, c["M"] * MB_SIZE, seed=7))
+                x, y = (v.to(dev) for v in next(ex.batches(1, c["M"] * MB_SIZE, seed=7)))
                 ev = sched.eval(x) if rank == 0 else sched.eval(target=y) if rank == P - 1 \
                     else sched.eval()
                 evals.append(torch.stack(ev) if ev else None)
         got = sched.finish()
         if got:
             losses.append(torch.stack(got))
-        results[c["name"]] = {"losses": [v for v in losses if isinstance(v, torch.Tensor)],
-                              "evals": evals,
-                              "weights": {n: p.detach().clone() for n, p in module.named_parameters()},
+        results[c["name"]] = {"losses": [v.cpu() for v in losses if isinstance(v, torch.Tensor)],
+                              "evals": [None if v is None else v.cpu() for v in evals],
+                              "weights": {n: p.detach().cpu().clone()
+                                          for n, p in module.named_parameters()},
                               "weight_bytes": sched.weight_bytes(),
                               "param_bytes": sched.param_bytes()}
     torch.save(results, Path(out_dir) / f"rank{rank}.pt")
