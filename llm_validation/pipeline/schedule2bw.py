@@ -68,7 +68,8 @@ from torch.func import functional_call
 
 from llm_validation.pipeline.comm import LOST, TIMEOUT, StageFailure, is_timeout, post_batch
 from llm_validation.pipeline.processes import DEFAULT_TIMEOUT_S
-from llm_validation.pipeline.schedule import BACKWARD, FORWARD, validate_pipeline_shape
+from llm_validation.pipeline.schedule import (BACKWARD, FORWARD, check_schedule,
+                                              validate_pipeline_shape)
 from llm_validation.pipeline.segments import drain_2bw, segment_2bw
 from llm_validation.training.delay import DelayedOptimizer
 
@@ -112,6 +113,9 @@ class Schedule2BW(PipelineScheduleSingle):
         if not isinstance(stage, _PipelineStageBase):
             raise TypeError(f"Schedule2BW needs a PipelineStage, got {type(stage).__name__}")
         validate_pipeline_shape(stage.num_stages, n_microbatches)
+        # the 2BW invariants (versions in time, two in flight, no flush), replayed for this
+        # stage's (P, M) over a fill, a steady batch and a drain before anything runs
+        check_schedule(stage.stage_index, stage.num_stages, n_microbatches, 3)
         if loss_fn is None:
             raise ValueError("Schedule2BW trains: loss_fn is required")
         if timeout_s <= 0:
