@@ -17,4 +17,13 @@ Layers inside: config <- rundir <- training <- pipeline <- run <- sweep; validat
 directories only (config, rundir).
 """
 
-__all__: list[str] = []
+__all__: list[str] = ["Schedule2BW"]
+
+
+def __getattr__(name: str):
+    """Lazy public API: ``Schedule2BW`` (PipeDream-2BW on torch.distributed.pipelining,
+    :mod:`llm_validation.pipeline.schedule2bw`) is imported on first use only."""
+    if name == "Schedule2BW":
+        from llm_validation.pipeline.schedule2bw import Schedule2BW
+        return Schedule2BW
+    raise AttributeError(f"module 'llm_validation' has no attribute {name!r}")
