@@ -20,7 +20,9 @@ Kinds (``KINDS``; a new kind is one decision function registered in ``_DECIDE``)
   optimizer shows an effect, another none), or all lie inside their margins; fail when every
   interval lies on the same side of 0;
 - ``divergence`` (``inputs`` grad / update: 1 = diverged): pass when every gradient-level seed
-  diverged and no update-level one did; fail when none diverged;
+  diverged and no update-level one did; fail when none diverged, unless ``short_runs`` (the
+  runs' tokens per parameter, below the paper's 20) is set: then inconclusive (too short to
+  show a divergence);
 - ``all`` / ``most`` (``parts``): all pass / a strict majority passes (fail: any part fails /
   a majority can no longer pass).
 
@@ -239,6 +241,10 @@ def _divergence(inputs, p) -> tuple[str, str]:
     if n < MIN_SEEDS:
         return INCONCLUSIVE, f"{_few(n)} ({text})"
     if not any(dg.values()):
+        if p.get("short_runs"):          # issue 26: absence in short runs is not a refutation
+            return INCONCLUSIVE, (f"no gradient-level run diverged, but the runs are too "
+                                  f"short to show one ({p['short_runs']}; the paper's runs "
+                                  f"reach >= 20) ({text})")
         return FAIL, f"no gradient-level run diverged ({text})"
     if all(dg.values()) and not any(du.values()):
         return PASS, f"every gradient-level run diverged, no update-level run did ({text})"

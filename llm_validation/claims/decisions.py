@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from llm_validation.claims.checks import Check, at_level
-from llm_validation.claims.family import decide_family
+from llm_validation.claims.family import LOOKS, decide_family
 from llm_validation.claims.claim import Claim, Statement
 from llm_validation.claims.seeds import with_seeds_needed
 from llm_validation.claims.statements import PAPER, THEORY
@@ -192,14 +192,15 @@ def old_status(res: "ClaimResult") -> str:
     return combine([(s.per_check_status, "") for s in paper])[0]
 
 
-def decide_ledger(results: Sequence[ClaimResult], alpha: float = FAMILY_ALPHA
-                  ) -> tuple[list[ClaimResult], dict[str, Any]]:
+def decide_ledger(results: Sequence[ClaimResult], alpha: float = FAMILY_ALPHA,
+                  looks: float = LOOKS) -> tuple[list[ClaimResult], dict[str, Any]]:
     """Every statement of the ledger decided under family-wise control: the leaves of the
     paper's statements form one Holm family at ``alpha``, the theory's another
     (:func:`~llm_validation.claims.family.decide_family`); each statement keeps its per-check
     status and gets its Benjamini-Hochberg one beside (``StatementResult.per_check``,
     ``fdr``), each leaf its raw, Holm and BH p-values (``params``: ``p_raw``, ``p_adj``,
-    ``p_bh``). Returns the results and the two families' summaries."""
+    ``p_bh``). ``looks``: the seeds policy's Bonferroni factor (``family.looks_factor``).
+    Returns the results and the two families' summaries."""
     out, summary = list(results), {}
     for section in (PAPER, THEORY):
         idx = [(i, j) for i, r in enumerate(results) for j, st in enumerate(r.statements)
@@ -207,8 +208,8 @@ def decide_ledger(results: Sequence[ClaimResult], alpha: float = FAMILY_ALPHA
         if not idx:
             continue
         checks = [results[i].statements[j].check for i, j in idx]
-        holm, hs = decide_family(checks, alpha, "holm")
-        bh, bs = decide_family(checks, alpha, "bh")
+        holm, hs = decide_family(checks, alpha, "holm", looks=looks)
+        bh, bs = decide_family(checks, alpha, "bh", looks=looks)
         summary[section] = {"holm": hs, "bh": {k: bs[k] for k in ("family_size", "decided")}}
         for (i, j), h, b, per in zip(idx, holm, bh, checks):
             stmts = list(out[i].statements)

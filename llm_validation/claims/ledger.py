@@ -24,6 +24,7 @@ from llm_validation.claims.sequential import DEFAULT_POLICY, SeedPolicy
 from llm_validation.claims.analysis import analyse
 from llm_validation.claims.data import ClaimData
 from llm_validation.claims.decisions import ClaimResult, decide_ledger
+from llm_validation.claims.family import looks_factor
 from llm_validation.claims.figures import draw
 from llm_validation.claims.lr_sweep import read_sweep
 from llm_validation.claims.markdown import (counts, counts_by_rule, family_info,
@@ -45,13 +46,15 @@ GAP_DEFINITION = ("gap = final validation loss (at the final weights, same fixed
 
 
 def assemble(plan: Plan, out: str | Path, figures: bool = True,
-             policy: SeedPolicy | None = DEFAULT_POLICY) -> list[ClaimResult]:
+             policy: SeedPolicy | None = DEFAULT_POLICY, family: bool = True
+             ) -> list[ClaimResult]:
     """Analyse every claim of ``plan`` on ``<out>/runs`` and draw its figure. Each claim's
     checks decide at the seeds ``policy``'s level for the look its seed count is at
     (:meth:`~llm_validation.claims.sequential.SeedPolicy.level_at`; None: 95%, one look),
     then the whole ledger under family-wise control
     (:func:`~llm_validation.claims.decisions.decide_ledger`: Holm at 5% over the paper's
-    leaves, the per-check and BH statuses kept beside)."""
+    leaves, the per-check and BH statuses kept beside; ``family=False``: each check at its own
+    level only)."""
     out = Path(out)
     results, datas = [], []
     for claim in plan.claims:
@@ -59,8 +62,9 @@ def assemble(plan: Plan, out: str | Path, figures: bool = True,
         level = policy.level_at(len(data.seeds)) if policy is not None else None
         results.append(analyse(claim, data, level))
         datas.append(data)
-    if not plan.quick:                    # quick ledgers are all inconclusive: no family
-        results, _ = decide_ledger(results)
+    if family and not plan.quick:         # quick ledgers are all inconclusive: no family
+        looks = looks_factor(policy) if policy is not None else 1.0
+        results, _ = decide_ledger(results, looks=looks)
     if figures:
         results = [res.with_plot(f"{FIGURES_DIR}/{path.name}" if (path := draw(
             claim, data, res, out / FIGURES_DIR)) else None)

@@ -34,8 +34,10 @@ HOW_TO_READ = (
     "How to read: a claim of the paper is split into its statements, each quoting the "
     "sentence it tests and decided by its own checks. Every check is a per-seed contrast of "
     "the arms (runs with the same seed share the initialisation and the data order), decided "
-    "on the paired t interval over seeds at the level its table names (97.5% under the seeds "
-    "policy: each of its two looks spends half of the 5% error rate): `pass` when it lies on the claimed side of its "
+    "on the paired t interval over seeds at the level its row names: 97.5% per check under the "
+    "seeds policy (each of its two looks spends half of the 5% error rate), higher for a check "
+    "decided under the ledger's family-wise control (Holm's level for its rank; an undecided "
+    "check keeps its 97.5% interval and says what it reads per check): `pass` when it lies on the claimed side of its "
     "boundary (>= 3 seeds), `fail` when it lies on the other side, `inconclusive` when it "
     "overlaps it, with fewer than 3 seeds, or with runs missing (the reason says which). Ratios "
     "are decided as contrasts (share removed > 1/2 is gap - 2 gap_EF > 0) and shown with "
@@ -103,7 +105,8 @@ def _needed(c: Check) -> str:
 
 
 def _check_rows(check: Check, depth: int = 0) -> list[str]:
-    iv = check.interval.fmt() if check.interval is not None else "-"
+    iv = (f"{check.interval.fmt()} ({level_text(check.interval.level)})"
+          if check.interval is not None else "-")
     lead = ("&nbsp;&nbsp;" * depth + "- ") if depth else ""
     rows = [f"| {lead}{check.label} | {check.kind} | **{BADGE[check.status]}** | {iv} | "
             f"{check.n_seeds} | {_needed(check)} | {check.reason.replace('|', '/')} |"]
@@ -124,8 +127,7 @@ def _statement(s: StatementResult) -> list[str]:
              f"Status **{BADGE[s.status]}**{per}. Rule: {st.decision}."]
     if st.change:
         lines[-1] += f" Changed: {st.change}."
-    level = level_text(level_of(s.check.params))
-    lines += ["", f"| check | kind | status | {level} interval | seeds | seeds needed (50% / "
+    lines += ["", "| check | kind | status | interval (its level) | seeds | seeds needed (50% / "
                   "80% power) | decision |", "|---|---|---|---|---|---|---|"]
     return lines + _check_rows(s.check) + [""]
 

@@ -25,8 +25,11 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from llm_validation.claims.arms import OfSteps, Times, delayed
+from llm_validation.claims.arms import Times, delayed
 from llm_validation.claims.claim import Claim, FigureSpec
+from llm_validation.claims.grids import (ALL4, DCASGD_COEFS, HALF, LADDER, LADDER_OPTIMIZERS,
+                                         LONG, SYNC_PHASE, arm_at, ef_arm, ladder_key, rung,
+                                         start_arm)
 from llm_validation.claims.statements import STATEMENTS
 from llm_validation.config import optimizer_label, pipedream_taus
 
@@ -34,55 +37,7 @@ __all__ = ["CLAIMS", "claim_ids", "get_claims", "ON_REQUEST", "SIZE_LADDER_SEEDS
            "ALL4", "SYNC_PHASE", "DCASGD_COEFS", "LADDER",
            "LONG", "LADDER_OPTIMIZERS", "ladder_key"]
 
-#: The paper's main optimizers.
-ALL4 = ("adamw", "muon", "normuon", "soap")
-#: Length of a synchronous start or cooldown phase (and of the warmup arm): a few percent of
-#: the run, as in the paper.
-SYNC_PHASE = OfSteps(0.05)
-#: Horizons of the ladder as multiples of the base run (H, 2H, 4H, 8H: 200 to 1600 steps at
-#: tiny); rungs above 2H are long arms (left out of --quick).
-LADDER = (1, 2, 4, 8)
-#: The long horizon of the weight-decay and gradient-level-EF claims: the ladder's 4H rung
-#: (800 steps at tiny). The top rung (8H) would add ~110 process-minutes (~55 minutes of
-#: wall time with --jobs 2) and push the tiny ledger past its 4-hour budget.
-LONG = Times(4.0)
-#: The ladder's optimizers (NorMuon and SOAP would add ~80 process-minutes each at tiny).
-LADDER_OPTIMIZERS = ("adamw", "muon")
-#: DC-ASGD coefficients (reason in the claim ``dcasgd``).
-DCASGD_COEFS = (1e3, 1e5)
-
-_GAP = "gap = final validation loss of the delayed run minus its synchronous partner's (same seed)"
-
-
-#: Half the run (its own full lr schedule).
-_HALF = {"run.steps": Times(0.5)}
-
-
-def _ef(o: str, lam: float = 1.0, **kw):
-    mode = "2bw+ef" if lam == 1.0 else f"2bw+ef(lam={lam:g})"
-    return delayed(o, mode, ef_lambda=lam, **kw)
-
-
-def _start(o: str):
-    return delayed(o, "2bw+sync-start", sync_start=SYNC_PHASE)
-
-
-def _at(o: str, field: str, value, tag: str, series: bool = True, cond=None, long=False):
-    return delayed(o, cond={**(cond or {}), field: value}, tag=tag, long=long,
-                   series=optimizer_label(o) if series else None)
-
-
-def ladder_key(o: str, mode: str, factor: int) -> str:
-    """The arm key of a ladder rung (``muon/2bw+ef/steps=4x``; the base rung has no tag)."""
-    return "/".join(p for p in (o, mode, f"steps={factor}x" if factor != 1 else "") if p)
-
-
-def _rung(o: str, mode: str, factor: int):
-    cond = {"run.steps": Times(float(factor))} if factor != 1 else None
-    tag = f"steps={factor}x" if factor != 1 else ""
-    kw = dict(cond=cond, tag=tag, series=f"{optimizer_label(o)} {mode}", long=factor > 2)
-    return _ef(o, **kw) if mode == "2bw+ef" else delayed(o, **kw)
-
+_ef, _start, _at, _rung, _HALF = ef_arm, start_arm, arm_at, rung, HALF
 
 _LONG = {"run.steps": LONG}
 #: The divergence test's condition: the long horizon at a constant lr (a decaying lr hides a

@@ -99,9 +99,9 @@ def test_extra_seeds_stage_writes_the_first_look_then_the_extended_ledger(tmp_pa
     written = []
     real_write = ledger.write_ledger
 
-    def recording(plan, results, out, summary=None, seeds_policy=None):
+    def recording(plan, results, out, summary=None, seeds_policy=None, protocol=None):
         written.append(bool((seeds_policy or {}).get("pending")))
-        doc = real_write(plan, results, out, summary, seeds_policy)
+        doc = real_write(plan, results, out, summary, seeds_policy, protocol)
         written.append((tmp_path / "claims.md").read_text().count("still training"))
         return doc
     monkeypatch.setattr(ledger, "write_ledger", recording)

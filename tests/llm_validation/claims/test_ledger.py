@@ -124,8 +124,8 @@ def test_the_ledger_decides_at_the_seeds_policys_level(tmp_path):
     from llm_validation.claims.sequential import DEFAULT_POLICY, SeedPolicy
 
     plan = _ledger(tmp_path, KIND_IDS)
-    wired = assemble(plan, tmp_path, figures=False)
-    plain = assemble(plan, tmp_path, figures=False, policy=None)
+    wired = assemble(plan, tmp_path, figures=False, family=False)
+    plain = assemble(plan, tmp_path, figures=False, policy=None, family=False)
     level = DEFAULT_POLICY.level_at(3)
     assert level == DEFAULT_POLICY.level1 == 0.975
     for r in wired:
@@ -141,21 +141,49 @@ def test_the_ledger_decides_at_the_seeds_policys_level(tmp_path):
               for rw, rp in zip(wired, plain) for a, b in zip(rw.statements, rp.statements)
               if a.check.interval is not None and a.check.interval.n >= 2]
     assert widths and all(w > p for w, p in widths)
-    loose = assemble(plan, tmp_path, figures=False, policy=SeedPolicy(split=0.999))
+    loose = assemble(plan, tmp_path, figures=False, policy=SeedPolicy(split=0.999),
+                     family=False)
     assert all(c.params["level"] == pytest.approx(1 - 0.05 * 0.999)
                for r in loose for s in r.statements for c in [s.check])
 
 
+def test_family_decided_checks_record_holm_and_the_per_check_reading(tmp_path):
+    """With the family on (the default), a leaf the family decided carries its raw and
+    adjusted p-values and decides at a level at least the per-check one; an undecided leaf keeps
+    the per-check level; each statement keeps its per-check and BH statuses beside."""
+    from llm_validation.claims.sequential import DEFAULT_POLICY
+    plan = _ledger(tmp_path, KIND_IDS)
+    level = DEFAULT_POLICY.level_at(3)
+    decided = 0
+    for r in assemble(plan, tmp_path, figures=False):
+        for s in r.statements:
+            assert s.per_check in ("pass", "fail", "inconclusive") and s.fdr
+            stack = [s.check]
+            while stack:
+                c = stack.pop()
+                stack.extend(c.parts)
+                if c.parts or "p_raw" not in c.params:
+                    continue
+                assert c.params["level"] >= level - 1e-12
+                if c.status != "inconclusive":
+                    decided += 1
+                    assert c.params["p_adj"] <= 0.05  # Holm's last rejection decides at 97.5%
+    assert decided
+
+
 def test_claims_md_names_the_level_its_checks_decide_at(tmp_path):
-    """Every check table's header names the level of its checks (97.5% under the default
-    policy, 95% without one), so the page never says 95% beside a 97.5% decision."""
+    """Every interval in a check table names its level (97.5% per check under the default
+    policy, Holm's higher level for a check the family decided, 95% without a policy), so the
+    page never says 95% beside a 97.5% decision."""
+    import re
     plan = _ledger(tmp_path, ("adamw-vs-muon",), which="pass")
-    for policy, level in (("default", "97.5%"), (None, "95%")):
-        kw = {} if policy == "default" else {"policy": None}
+    for policy, allowed in (("default", lambda x: x >= 97.5), (None, lambda x: x == 95.0)):
+        kw = {} if policy == "default" else {"policy": None, "family": False}
         write_ledger(plan, assemble(plan, tmp_path, figures=False, **kw), tmp_path)
         text = (tmp_path / "claims.md").read_text()
-        headers = [ln for ln in text.splitlines() if ln.startswith("| check | kind |")]
-        assert headers and all(f"| {level} interval |" in h for h in headers), headers
+        rows = [ln for ln in text.splitlines() if re.match(r"\| .* \| (side|all|most) \|", ln)]
+        levels = [float(m) for ln in rows for m in re.findall(r"\] \(([0-9.]+)%\)", ln)]
+        assert levels and all(allowed(x) for x in levels), levels
 
 
 def test_every_delayed_arm_has_its_gap_in_the_arm_table(tmp_path):
