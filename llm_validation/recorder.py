@@ -338,7 +338,9 @@ class StatsRecorder:
     def __enter__(self) -> "StatsRecorder":
         return self
 
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if self.status == "running" and exc_type is not None:   # a crash: rows kept, no summary
+    def __exit__(self, *exc: Any) -> None:
+        """Leaving the block without :meth:`finish` (a crash, a break): the rows are kept and no
+        summary is written, so ``validate`` lists the run as unfinished."""
+        if self.status == "running":
             self._writer.close()
             self.status = "stopped"

@@ -27,6 +27,16 @@ from tests.llm_validation.helpers import MICRO
 RECORDER_RTOL = 1e-12
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread: the micro model is fastest so, above all on a loaded machine (the
+    comparison is within one thread count, so it stays bitwise)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _cfg(out, name, tau, lam):
     return TrainConfig(
         model=MICRO, data=DataConfig(seq_len=16),
@@ -73,7 +83,7 @@ def _recorded(cfg, out):
 
 
 @pytest.mark.parametrize("name,tau,lam", [("adamw", 1, 1.0), ("muon", 0, 0.0)])
-def test_recorder_equals_the_project_loop(tmp_path, name, tau, lam):
+def test_recorder_equals_the_project_loop(tmp_path, one_thread, name, tau, lam):
     cfg = _cfg(tmp_path / "loop", name, tau, lam)
     train(cfg, progress=False)
     result = _recorded(cfg, tmp_path / "rec")
