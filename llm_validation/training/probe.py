@@ -2,7 +2,9 @@
 
 The emulated loop (:mod:`llm_validation.training.loop`) and every pipeline stage
 (:mod:`llm_validation.pipeline.runtime`) call :func:`observed_step` with the same arguments;
-they differ only in how they obtain the extra gradients, which the caller computes:
+they differ only in how they obtain the extra gradients, which the caller computes (the loop
+and :class:`llm_validation.recorder.StatsRecorder`, a user's own loop, through
+:func:`probed_step`, which takes them from a ``gradient_at(weights)`` callable):
 
 - every step: ``grad_partials`` of the step's gradient (``p.grad``, taken at the read point);
 - every ``stats_interval`` steps (``active``): the pair (W(t), read point) partials with a
