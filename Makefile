@@ -4,6 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # torch is pinned to the CPU wheel served locally; a bare `torch` would pull CUDA packages.
+# Extras: dev (pytest), pep (PEPit), test (transformers, for the examples' foreign-model test).
 TORCH_PIN := torch==2.13.0
 
 .PHONY: install test demo bench clean
@@ -12,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[dev,pep]" "$(TORCH_PIN)"
+	$(PY) -m pip install -q -e ".[dev,pep,test]" "$(TORCH_PIN)"
 	touch $(STAMP)
 
 install: $(STAMP)

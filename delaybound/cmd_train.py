@@ -2,7 +2,11 @@
 
 Flags left out take the dataclass defaults of ``llm_validation.config``; with ``--resume`` they
 take the values saved in ``<out>/config.json`` instead, so ``--resume --steps N --out DIR`` is
-enough to extend a run. Exit codes: 0 completed, 1 diverged (non-finite loss), 2 bad input.
+enough to extend a run; with ``--config FILE`` (a run's ``config.json`` or its directory) they
+take that file's values, so ``--config RUN_DIR/config.json --out NEW`` re-runs a recorded run
+exactly. ``--model-config FILE.json`` gives a model shape that is not a preset (a JSON object of
+``ModelConfig`` fields; the others take their defaults). Exit codes: 0 completed, 1 diverged
+(non-finite loss), 2 bad input (one line).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from delaybound.output import check_out_dir, print_json
 
-__all__ = ["register", "config_from_args", "run"]
+__all__ = ["register", "config_from_args", "run", "model_fields", "saved_config"]
 
 # flag dest -> (config section, field)
 _FIELDS = {
@@ -65,6 +69,12 @@ def register(subparsers: Any) -> None:
                     "summary.json to --out.")
     a = p.add_argument
     a("--preset", choices=list(PRESETS), help="model shape (default tiny)")
+    a("--model-config", metavar="FILE.json",
+      help="model shape from a JSON object of ModelConfig fields (n_layer, d_model, n_head, "
+           "n_kv_head, d_ff, max_seq_len, tied, ...; missing ones take the defaults)")
+    a("--config", metavar="FILE.json",
+      help="start from a saved config (a run's config.json, or its run directory): re-runs "
+           "that run exactly; flags given as well override its values")
     a("--untied", dest="tied", action="store_false", default=None, help="separate output head")
     a("--tied", dest="tied", action="store_true", help="tie the head to the embedding")
     a("--optimizer", choices=list(OPTIMIZERS), help="base optimizer (default adamw)")
@@ -140,6 +150,49 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _json_object(path: Path, flag: str) -> dict[str, Any]:
+    from llm_validation.rundir import read_json
+    if not path.is_file():
+        raise FileNotFoundError(f"{flag}: no such file {path}")
+    d = read_json(path)
+    if not isinstance(d, dict):
+        raise ValueError(f"{flag} {path}: must hold a JSON object")
+    return d
+
+
+def model_fields(path: str) -> dict[str, Any]:
+    """The ``ModelConfig`` fields of ``--model-config FILE.json`` (missing ones: the defaults),
+    checked by ``ModelConfig`` itself (one-line errors naming the field)."""
+    from llm_validation.config import ModelConfig
+    d = _json_object(Path(path), "--model-config")
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    bad = sorted(set(d) - known)
+    if bad:
+        raise ValueError(f"--model-config {path}: unknown fields {bad} (ModelConfig has "
+                         f"{sorted(known)})")
+    try:
+        return dataclasses.asdict(ModelConfig(**d))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--model-config {path}: {exc}") from None
+
+
+def saved_config(path: str) -> Any:
+    """The ``TrainConfig`` of ``--config FILE`` (a run's config.json or its run directory;
+    ``meta`` is ignored); a config written by ``StatsRecorder`` for a model this project did not
+    build is refused."""
+    from llm_validation.config import TrainConfig
+    p = Path(path)
+    p = p / "config.json" if p.is_dir() else p
+    d = _json_object(p, "--config")
+    if isinstance(d.get("model"), dict) and d["model"].get("external"):
+        raise ValueError(f"--config {p}: recorded by StatsRecorder from a model this project did "
+                         "not build; only the project's own runs can be re-run")
+    try:
+        return TrainConfig.from_dict({k: v for k, v in d.items() if k != "meta"})
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--config {p}: not a valid run config: {exc}") from None
+
+
 def config_from_args(args: argparse.Namespace) -> Any:
     """The TrainConfig the flags describe (saved config as the base with --resume)."""
     from llm_validation.config import TrainConfig, pipedream_taus, preset
@@ -148,12 +201,22 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
     if args.resume not in (None, "yes", "auto"):
         raise ValueError(f"--resume takes no value or 'auto', got {args.resume!r}")
+    if args.config is not None and args.resume:
+        raise ValueError("give --config or --resume, not both (--resume reads --out's config)")
+    if args.model_config is not None and args.preset is not None:
+        raise ValueError("give --preset or --model-config, not both")
     base = TrainConfig()
     if args.resume and args.out and (Path(args.out) / "config.json").exists():
         base = load_config(args.out)
+    if args.config is not None:
+        base = saved_config(args.config)
     d = base.to_dict()
+    if args.config is not None:
+        d["run"]["resume"] = False
     if args.preset is not None:
         d["model"] = dataclasses.asdict(preset(args.preset))
+    if args.model_config is not None:
+        d["model"] = model_fields(args.model_config)
     if args.tied is not None:
         d["model"]["tied"] = args.tied
     for dest, (sec, name) in _FIELDS.items():
@@ -169,15 +232,15 @@ def config_from_args(args: argparse.Namespace) -> Any:
             d["delay"]["tau"] = max(taus)
     if args.pipeline == "2bw" and args.delay is None:
         d["delay"]["tau"] = 1
-    if args.out is None and not args.resume:
+    if args.out is None and not args.resume and args.config is None:
         dl = d["delay"]
         d["run"]["out_dir"] = (f"runs/{d['model']['name']}-{d['optim']['name']}-tau{dl['tau']}"
                                f"-ef{dl['ef_lambda']:g}-s{d['run']['seed']}")
-    elif args.out is None:
+    elif args.out is None and args.resume:
         raise ValueError("--resume needs --out DIR (the run to continue)")
     d["run"]["resume"] = "auto" if args.resume == "auto" else args.resume is not None
     vocab = args.vocab_size
-    if vocab is None and args.resume and base.data.format == "shards":
+    if vocab is None and (args.resume or args.config) and base.data.format == "shards":
         vocab = base.model.vocab_size               # the resumed run's (maybe padded) vocabulary
     if vocab is not None:
         d["model"]["vocab_size"] = vocab

@@ -50,9 +50,10 @@ from llm_validation.training.data import STREAM_LARGE, STREAM_VAL, WindowSampler
 from llm_validation.training.delay import DelayedOptimizer
 from llm_validation.training.model import Transformer, batch_loss, lm_loss
 from llm_validation.training.optim import build_optimizer, group_geometry, lr_factor, set_lr
-from llm_validation.training.probe import StepProbe, observed_step
+from llm_validation.training.probe import StepProbe, probed_step
 
-__all__ = ["train", "forward_backward", "evaluate", "eval_losses", "gradient_at", "weights_as", "resolve_device"]
+__all__ = ["train", "forward_backward", "evaluate", "eval_losses", "gradient_at", "gradient_of",
+           "weights_as", "resolve_device"]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -120,20 +121,29 @@ def _check_vocab(tokens: Tensor, vocab_size: int, what: str) -> None:
                          "the shards need a larger vocabulary")
 
 
+def gradient_of(params: Sequence[Tensor], weights: Sequence[Tensor] | None,
+                closure: Callable[[], Any]) -> tuple[Any, list[Tensor]]:
+    """(``closure()``'s return value, gradient) at ``weights`` (None: the current parameters):
+    ``closure`` runs the forward and the backward of one batch (gradients accumulate into
+    ``p.grad``, cleared first); every ``p.grad`` is left as it was."""
+    saved = [p.grad for p in params]
+    for p in params:
+        p.grad = None
+    with weights_as(params, weights):
+        loss = closure()
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    for p, g in zip(params, saved):
+        p.grad = g
+    return loss, grads
+
+
 def gradient_at(model: torch.nn.Module, params: Sequence[Tensor], weights: Sequence[Tensor] | None,
                 x: Tensor, y: Tensor, microbatches: int, ctx: Callable[[], Any] = nullcontext
                 ) -> tuple[Tensor, list[Tensor]]:
     """(mean loss as a device tensor, gradient) of the batch at ``weights`` (None: the current
     parameters), leaving every ``p.grad`` as it was."""
-    saved = [p.grad for p in params]
-    for p in params:
-        p.grad = None
-    with weights_as(params, weights):
-        loss = forward_backward(model, x, y, microbatches, ctx=ctx)
-    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-    for p, g in zip(params, saved):
-        p.grad = g
-    return loss, grads
+    return gradient_of(params, weights,
+                       lambda: forward_backward(model, x, y, microbatches, ctx=ctx))
 
 
 def train(cfg: TrainConfig, *, progress: bool = True,
@@ -219,23 +229,15 @@ def train(cfg: TrainConfig, *, progress: bool = True,
             with opt.delayed_weights():                                          # W(t - tau)
                 loss_t = forward_backward(model, x, y, run.microbatches, ctx=ctx,
                                           observe=noise.observe if noise else None)
-            tau_now = probe.tau = opt.current_tau   # 0 in a synchronous start / cooldown phase
-            read_point = opt.read_weights() if active else []
-            other = big = f_x = f_y = None
-            if active and tau_now > 0:   # the pair (W(t), read point): fresh gradient at W(t)
-                f_x, other = gradient_at(model, params, None, x, y, run.microbatches, ctx)
-                f_y = loss_t
-            elif active:                 # the pair (W(t), W(t-1)): this step's gradient is fresh
-                y_pt = probe.other_point(step)
-                if y_pt is not None:
-                    f_y, other = gradient_at(model, params, y_pt, x, y, run.microbatches, ctx)
-                    f_x = loss_t
+            big_gradient = None
             if probe.momentum_due(step):
-                xb, yb = large.batch(step)
-                _, big = gradient_at(model, params, None, xb.to(device), yb.to(device),
-                                     run.microbatches * run.large_batch_factor, ctx)
-            part = observed_step(probe, step, read_point=read_point, other_grads=other,
-                                 big_grad=big, noise=noise)                      # W(t+1)
+                def big_gradient(step: int = step) -> list[Tensor]:
+                    xb, yb = large.batch(step)
+                    return gradient_at(model, params, None, xb.to(device), yb.to(device),
+                                       run.microbatches * run.large_batch_factor, ctx)[1]
+            part, f_x, f_y = probed_step(
+                probe, step, loss=loss_t, noise=noise, big_gradient=big_gradient,
+                gradient_at=lambda w: gradient_at(model, params, w, x, y, run.microbatches, ctx))
             pending.add(step, part, loss=loss_t, f_x=f_x, f_y=f_y, val_loss=val_loss)
             ckpt_due = bool(run.checkpoint_interval and (step + 1) % run.checkpoint_interval == 0)
             if not flush_due(step, run.log_interval, run.steps, ckpt_due):

@@ -75,6 +75,8 @@ __all__ = [
     "lr_at",
     "set_lr",
     "group_geometry",
+    "optimizer_kind",
+    "kind_geometry",
     "normalized_momentum",
     "ADAN_BETA_DIFF",
     "SOAP_MAX_PRECONDITION_DIM",
@@ -301,6 +303,30 @@ def group_geometry(group: Mapping[str, Any]) -> Geometry:
                      "group has no 'geometry' key (build the optimizer with build_optimizer)")
 
 
+#: Optimizer class name -> the update rule (``kind``) of a group that ``build_optimizer`` did
+#: not build (a user's own optimizer); Adam counts as the AdamW rule (sign-descent geometry).
+_CLASS_KIND = {"AdamW": "adamw", "Adam": "adamw", "NAdam": "nadamw", "SGD": "sgd",
+               "Muon": "muon", "NorMuon": "normuon", "SOAP": "soap", "Lion": "lion",
+               "Adan": "adan"}
+
+
+def optimizer_kind(optimizer: Any) -> str | None:
+    """The update rule of a torch optimizer from its class (or a base class): one of
+    :data:`~llm_validation.config.OPTIMIZERS`, or None for a class this project does not know."""
+    for cls in type(optimizer).__mro__:
+        if cls.__name__ in _CLASS_KIND:
+            return _CLASS_KIND[cls.__name__]
+    return None
+
+
+def kind_geometry(kind: str | None, p: Tensor) -> Geometry | None:
+    """The geometry ``build_optimizer`` gives parameter ``p`` under the rule ``kind`` (SOAP:
+    spectral for matrices it preconditions on both sides, else l_inf); None for an unknown kind."""
+    if kind == "soap":
+        return SPECTRAL if _soap_spectral(p) else LINF
+    return _KIND_GEOMETRY.get(kind)
+
+
 def _children(optimizer: Any) -> tuple:
     return optimizer.optimizers if isinstance(optimizer, ChainedOptimizer) else (optimizer,)
 
@@ -328,7 +354,7 @@ def normalized_momentum(optimizer: Any, n_steps: int) -> dict[int, Tensor]:
         return out
     for opt in _children(optimizer):
         for group in opt.param_groups:
-            kind = group.get("kind")
+            kind = group.get("kind") or optimizer_kind(opt)
             for p in group["params"]:
                 state = opt.state.get(p, {})
                 m = None

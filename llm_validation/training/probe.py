@@ -2,7 +2,9 @@
 
 The emulated loop (:mod:`llm_validation.training.loop`) and every pipeline stage
 (:mod:`llm_validation.pipeline.runtime`) call :func:`observed_step` with the same arguments;
-they differ only in how they obtain the extra gradients, which the caller computes:
+they differ only in how they obtain the extra gradients, which the caller computes (the loop
+and :class:`llm_validation.recorder.StatsRecorder`, a user's own loop, through
+:func:`probed_step`, which takes them from a ``gradient_at(weights)`` callable):
 
 - every step: ``grad_partials`` of the step's gradient (``p.grad``, taken at the read point);
 - every ``stats_interval`` steps (``active``): the pair (W(t), read point) partials with a
@@ -20,7 +22,7 @@ across pipeline stages as sums before any square root (``stats.reduce_partials``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from torch import Tensor
 
@@ -31,7 +33,7 @@ from llm_validation.training.optim import normalized_momentum
 if TYPE_CHECKING:
     from theory.geometry import Geometry
 
-__all__ = ["StepProbe", "observed_step"]
+__all__ = ["StepProbe", "observed_step", "probed_step"]
 
 
 class StepProbe:
@@ -141,3 +143,38 @@ def observed_step(probe: StepProbe, step: int, *, read_point: Sequence[Tensor],
     if noise is not None:
         part.update(noise.partials())
     return part
+
+
+def probed_step(probe: StepProbe, step: int, *, loss: Any,
+                gradient_at: Callable[[Sequence[Tensor] | None], tuple[Any, list[Tensor]]],
+                big_gradient: Callable[[], list[Tensor]] | None = None,
+                noise: stats.MicrobatchGradVariance | None = None
+                ) -> tuple[dict[str, float], Any, Any]:
+    """Step t of any loop, after the step's backward (``p.grad`` at the read point, ``loss`` its
+    batch loss): obtain the extra gradients the statistics need, then :func:`observed_step`.
+
+    ``gradient_at(weights)`` returns ``(loss, grads)`` of the SAME batch at ``weights`` (None:
+    the current parameters W(t)), leaving ``p.grad`` as it was; ``big_gradient()`` the
+    large-batch gradient at W(t) (called only when the momentum error is due). On an active
+    step with tau_t > 0 the pair is (W(t), read point) with the fresh gradient at W(t); with
+    tau_t = 0 it is (W(t), W(t-1)). Returns ``(partials, f_x, f_y)``: the partial sums of the
+    step's row and the losses at the pair's two points (None off the active steps). The
+    emulated loop and :class:`llm_validation.recorder.StatsRecorder` both call this."""
+    opt = probe.opt
+    active = probe.active(step)
+    tau_now = probe.tau = opt.current_tau   # 0 in a synchronous start / cooldown phase
+    read_point = opt.read_weights() if active else []
+    other = big = f_x = f_y = None
+    if active and tau_now > 0:   # the pair (W(t), read point): fresh gradient at W(t)
+        f_x, other = gradient_at(None)
+        f_y = loss
+    elif active:                 # the pair (W(t), W(t-1)): this step's gradient is fresh
+        y_pt = probe.other_point(step)
+        if y_pt is not None:
+            f_y, other = gradient_at(y_pt)
+            f_x = loss
+    if probe.momentum_due(step) and big_gradient is not None:
+        big = big_gradient()
+    part = observed_step(probe, step, read_point=read_point, other_grads=other, big_grad=big,
+                         noise=noise)                                            # W(t+1)
+    return part, f_x, f_y

@@ -95,12 +95,20 @@ def _with_losses(verdicts: Sequence[Verdict], runs: Sequence[RunRecord]) -> list
     return out
 
 
-def validate_runs(runs: Sequence[RunRecord], *, gap_metric: str = "final",
-                  quick: bool = False) -> ValidationReport:
-    """The report for already-loaded runs (see :func:`validate`)."""
+def validate_runs(runs: Sequence[RunRecord | str | Path] | str | Path, *,
+                  gap_metric: str = "final", quick: bool = False) -> ValidationReport:
+    """The report for runs: loaded :class:`RunRecord` s, or run directories and folders of
+    them (read as :func:`validate` reads them); one path alone is accepted too. The verdicts
+    are those of ``delaybound validate`` (``report.verdicts``, ``report.counts()``,
+    ``report.to_dict()``)."""
     if gap_metric not in GAP_METRICS:
         raise ValueError(f"gap_metric={gap_metric!r} is not one of {list(GAP_METRICS)}")
-    runs = list(runs)
+    runs = [runs] if isinstance(runs, (str, Path)) else list(runs)
+    paths = [r for r in runs if not isinstance(r, RunRecord)]
+    if paths:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TruncatedMetricsWarning)   # as validate() does
+            runs = [r for r in runs if isinstance(r, RunRecord)] + load_runs(paths)
     base = base_conditions(runs, gap_metric)
     present = {r.optimizer for r in runs}
     opts = [o for o in OPTIMIZER_ORDER if o in present] + sorted(present - set(OPTIMIZER_ORDER))

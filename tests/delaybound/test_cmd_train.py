@@ -137,3 +137,75 @@ def test_resume_auto_starts_then_continues_and_deterministic_is_recorded(tmp_pat
     assert saved["run"]["resume"] == "auto" and saved["run"]["deterministic"] is True
     assert saved["meta"]["resumed_from_step"] == 1
     assert saved["meta"]["numerics"]["deterministic"] is True
+
+
+#: SMALL_RUN without the preset: the shape comes from --model-config.
+NO_PRESET = ["train", "--seq-len", "16", "--batch-size", "2", "--eval-batches", "1", "--quiet"]
+SHAPE = {"n_layer": 2, "d_model": 48, "n_head": 6, "n_kv_head": 3, "d_ff": 96,
+         "max_seq_len": 32}
+
+
+def test_model_config_trains_a_shape_that_is_no_preset(tmp_path, capsys):
+    shape = tmp_path / "shape.json"
+    shape.write_text(json.dumps(SHAPE))
+    out = tmp_path / "run"
+    assert main([*NO_PRESET, "--stats-interval", "0", "--model-config", str(shape),
+                 "--steps", "2", "--out", str(out)]) == 0
+    model = json.loads((out / "config.json").read_text())["model"]
+    assert {k: model[k] for k in SHAPE} == SHAPE and model["name"] == "custom"
+
+
+@pytest.mark.parametrize("content,needle", [
+    ({"n_layer": 2, "d_model": 50, "n_head": 4}, "divisible by n_head"),
+    ({"d_model": 48, "n_head": 16, "n_kv_head": 2}, "must be even"),
+    ({"n_layer": 0}, "n_layer"),
+    ({"n_layers": 2}, "unknown fields ['n_layers']"),
+    ({"tied": "yes"}, "tied"),
+    ([1, 2], "must hold a JSON object"),
+    ("{not json", "is not valid JSON"),
+    (None, "no such file"),
+])
+def test_bad_model_config_is_one_line_exit_2(tmp_path, capsys, content, needle):
+    shape = tmp_path / "shape.json"
+    if content is not None:
+        shape.write_text(content if isinstance(content, str) else json.dumps(content))
+    code = main([*NO_PRESET, "--steps", "1", "--model-config", str(shape),
+                 "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_config_reruns_a_recorded_run_exactly(tmp_path, capsys):
+    """A run with non-default flags and a custom shape, re-run from its config.json alone:
+    every metrics row (every statistic, every loss) is the same, bitwise."""
+    shape = tmp_path / "shape.json"
+    shape.write_text(json.dumps(SHAPE))
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main([*NO_PRESET, "--model-config", str(shape),
+                 "--optimizer", "muon", "--lr", "0.02", "--delay", "1", "--ef", "0.5",
+                 "--microbatches", "2", "--stats-interval", "2", "--seed", "3",
+                 "--steps", "4", "--out", str(first)]) == 0
+    assert main(["train", "--config", str(first / "config.json"), "--out", str(second),
+                 "--quiet"]) == 0
+    assert (first / "metrics.jsonl").read_text() == (second / "metrics.jsonl").read_text()
+    a, b = (json.loads((d / "config.json").read_text()) for d in (first, second))
+    a["run"].pop("out_dir"), b["run"].pop("out_dir")
+    assert {k: v for k, v in a.items() if k != "meta"} == \
+        {k: v for k, v in b.items() if k != "meta"}
+    # flags on top of the file override it; the run's own directory is refused
+    assert main(["train", "--config", str(first), "--quiet"]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content,extra,needle", [
+    ({"model": {"name": "Net", "external": True}}, [], "not build"),
+    ({"optim": {"name": "lamb"}}, [], "not a valid run config"),
+    ({"run": {"steps": 2}}, ["--resume"], "not both"),
+])
+def test_bad_config_is_one_line_exit_2(tmp_path, capsys, content, extra, needle):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(content))
+    code = main(["train", "--config", str(path), "--out", str(tmp_path / "r"), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
