@@ -198,10 +198,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return _write_protocol(args)
     check_out_dir("--out", args.out)
     policy = _policy(args)
-    plan = _plan(args, measure=True)
     from llm_validation.claims.protocol import check_protocol
-    # the rules are recorded (or checked against the recorded ones) before anything trains
-    record = check_protocol(args.out, _protocol_doc(args, plan), reanalyse=args.reanalyse)
+    # the rules are recorded (or checked against the recorded ones) before anything runs
+    record = check_protocol(args.out, _protocol_doc(args, _plan(args, measure=False)),
+                            reanalyse=args.reanalyse)
+    plan = _plan(args, measure=not args.assemble_only)
     if plan.device == "cuda":
         import torch
         if not torch.cuda.is_available():

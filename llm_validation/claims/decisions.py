@@ -213,10 +213,22 @@ def decide_ledger(results: Sequence[ClaimResult], alpha: float = FAMILY_ALPHA,
         summary[section] = {"holm": hs, "bh": {k: bs[k] for k in ("family_size", "decided")}}
         for (i, j), h, b, per in zip(idx, holm, bh, checks):
             stmts = list(out[i].statements)
-            stmts[j] = StatementResult(statement=stmts[j].statement, check=_with_bh(h, b),
+            need = 1.0 - alpha / (looks * max(hs["family_size"], 1))
+            check = with_seeds_needed(_family_need(_with_bh(h, b), need))
+            stmts[j] = StatementResult(statement=stmts[j].statement, check=check,
                                        per_check=per.status, fdr=b.status)
             out[i] = out[i].with_statements(tuple(stmts))
     return out, summary
+
+
+def _family_need(c: Check, level: float) -> Check:
+    """``c`` with ``params["need_level"] = level`` on every leaf of the family it left open
+    (their seeds needed are counted at the family's Bonferroni level, ``claims.seeds``)."""
+    parts = tuple(_family_need(p, level) for p in c.parts)
+    params = dict(c.params)
+    if not c.parts and "p_raw" in params and c.status == INCONCLUSIVE:
+        params["need_level"] = level
+    return Check(**{**c.__dict__, "params": params, "parts": parts})
 
 
 def _with_bh(h: Check, b: Check) -> Check:

@@ -207,7 +207,8 @@ def render_markdown(plan: Plan, results: Sequence[ClaimResult],
     lines = ["# Claims ledger", "",
              f"Scale `{s.name}` (model `{s.model}`), seeds {list(plan.seeds)}, device "
              f"`{plan.device}`" + (f", overrides `{' '.join(plan.overrides)}`"
-                                  if plan.overrides else "") + "." + quick, "",
+                                  if plan.overrides else "") + ". "
+             + " ".join(f"{n[0].upper()}{n[1:]}." for n in s.notes) + quick, "",
              *_headline(results, claims, len(paper)),
              f"**The project's theory on the same runs:** statements "
              f"{_count_text(statement_counts(results, THEORY))}.", "",

@@ -80,6 +80,13 @@ def _largest(counts: Sequence[int | None]) -> int | None:
     return None if not counts or any(c is None for c in counts) else max(counts)
 
 
+def _need_level(c: Check) -> float:
+    """The level a count is computed at: ``params["need_level"]`` where the family set one (a
+    check the family left open needs its Bonferroni level within the family, which decides it
+    under Holm whatever the other checks do), else the check's own level."""
+    return float(c.params.get("need_level", level_of(c.params)))
+
+
 def _needed(c: Check, power: float) -> int | None:
     if c.kind in PART_KINDS:
         return _largest([_needed(p, power) for p in c.parts if p.status == INCONCLUSIVE])
@@ -87,12 +94,12 @@ def _needed(c: Check, power: float) -> int | None:
         return None
     if c.kind in GROUP_KINDS:
         return _largest([_count(list(v.values()), [abs(float(np.mean(list(v.values()))))],
-                                power, level_of(c.params)) for v in c.inputs.values() if v])
+                                power, _need_level(c)) for v in c.inputs.values() if v])
     if len(c.samples) < 2:
         return None
     vals = list(c.samples.values())
     return _count(vals, distances(c.kind, float(np.mean(vals)), c.params), power,
-                  level_of(c.params))
+                  _need_level(c))
 
 
 def with_seeds_needed(c: Check) -> Check:
