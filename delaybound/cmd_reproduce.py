@@ -85,6 +85,19 @@ def _plan(args: argparse.Namespace, *, measure: bool, scale=None, claim_seeds=No
     return plan if costs is None else build_plan(claims, scale, cost_model=costs, **kw)
 
 
+def _scales_table() -> dict:
+    """Every scale with its model, parameters, base run and default claims (``--list --json``;
+    the 20:1 scales' costs: ``--list --scale S``)."""
+    from llm_validation.claims.scales import SCALES
+    from llm_validation.config import preset
+    return {name: {"model": sc.model, "n_params": preset(sc.model).n_params(),
+                   "steps": sc.steps, "tokens_per_param": sc.tokens_per_param,
+                   "warmup_fraction": sc.warmup_fraction,
+                   "aux_lr_from_adamw": sc.aux_lr_from_adamw, "device": sc.device,
+                   "claims": list(sc.claims) if sc.claims else "all but the size ladder"}
+            for name, sc in SCALES.items()}
+
+
 def _list(args: argparse.Namespace) -> int:
     from llm_validation.claims.stages import stage_costs
     policy = _policy(args)
@@ -103,7 +116,8 @@ def _list(args: argparse.Namespace) -> int:
         sections = {sec: [c.id for c in plan.claims if c.section == sec]
                     for sec in ("paper", "theory")}
         print_json({"scale": plan.scale.name, "seeds": list(plan.seeds), "quick": plan.quick,
-                    "stages": stages, "sections": sections, "claims": rows, **totals})
+                    "stages": stages, "sections": sections, "claims": rows, **totals,
+                    "scales": _scales_table()})
         return 0
     for r in rows:
         print(f"{r['number']:2d}. {r['id']} ({r['figure']}): {r['runs_needed']} runs, "

@@ -64,3 +64,13 @@ def test_cli_size_ladder(tmp_path, capsys):
     assert "size_ladder.md" in capsys.readouterr().out
     assert main(["reproduce", "--size-ladder", str(tmp_path / "nope")]) == 2
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_list_json_shows_the_20tpp_scales_and_the_size_ladder_claim_with_costs(capsys):
+    for scale in SIZE_LADDER:
+        assert main(["reproduce", "--list", "--json", "--scale", scale.name]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["scales"][scale.name]["tokens_per_param"] == 20.0
+        ladder = next(c for c in doc["claims"] if c["id"] == "size-ladder")
+        assert ladder["runs_needed"] > 0 and ladder["estimated_process_s"] > 0
+        assert doc["estimated_process_s"] > 0
