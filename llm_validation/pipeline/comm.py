@@ -38,7 +38,8 @@ from torch import Tensor
 from llm_validation.pipeline.faults import follow_waits
 
 __all__ = ["StageFailure", "StageLink", "post_batch", "LOST", "TIMEOUT", "MESSAGE_BYTES",
-           "REAP_LAG_FLUSHES", "MESSAGE_REAP_LAG", "encode_message", "decode_message", "message_chunks", "is_timeout"]
+           "REAP_LAG_FLUSHES", "MESSAGE_REAP_LAG", "encode_message", "decode_message",
+           "message_chunks", "message_bytes", "is_timeout"]
 
 #: failure kinds in :class:`StageFailure` (the launcher ranks them: a lost connection means the
 #: peer process is gone; a timeout means the peer is alive but silent, i.e. hung)
@@ -184,6 +185,7 @@ class StageLink:
         self._messages: deque[_Pending] = deque()   # control messages
         self._flushes = 0                           # flushes that posted sends
         self.sends_peak = 0                         # most sends pending after a flush
+        self.message_peak = 0                       # bytes of the largest message sent
 
     @property
     def pending_sends(self) -> int:
@@ -333,6 +335,7 @@ class StageLink:
         """Non-blocking send of a JSON-able dict of any size to rank ``dst`` on the control
         group (:func:`encode_message`'s chunks, posted in order in one batch)."""
         chunks = encode_message(obj)
+        self.message_peak = max(self.message_peak, 8 + message_bytes(chunks[0]))
         work = post_batch([dist.P2POp(dist.isend, c, dst, group=self.control_group)
                            for c in chunks])
         self._messages.append(_Pending(work, chunks, dst, what))
@@ -370,10 +373,14 @@ def encode_message(obj: dict) -> list[Tensor]:
     return list(buf.split(MESSAGE_BYTES))
 
 
+def message_bytes(first: Tensor) -> int:
+    """The length of the text of the message whose first chunk is ``first`` (its header)."""
+    return int.from_bytes(first[:8].numpy().tobytes(), "little")
+
+
 def message_chunks(first: Tensor) -> int:
     """How many chunks the message whose first chunk is ``first`` has (its header)."""
-    n = int.from_bytes(first[:8].numpy().tobytes(), "little")
-    return max(1, math.ceil((n + 8) / MESSAGE_BYTES))
+    return max(1, math.ceil((message_bytes(first) + 8) / MESSAGE_BYTES))
 
 
 def decode_message(chunks: list[Tensor] | Tensor) -> dict:

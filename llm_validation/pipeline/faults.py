@@ -18,7 +18,7 @@ fails in its own code (an exception). Everything a stage learns is written as a 
   else the peer of the earliest lost connection; with unnamed peers (torch's schedules), the one
   stage that stayed silent until it was stopped.
 
-Fault injection (tests only): ``DELAYBOUND_PIPE_SLOW_SAVE="rank=R,seconds=S"`` slows every
+Fault injection (tests only): ``DELAYBOUND_PIPE_SLOW_SAVE="R:S,..."`` slows every
 checkpoint save of rank R (:func:`slow_save`);
 ``DELAYBOUND_PIPE_FAULT="stage=S,step=T,kind=die|hang"`` makes
 stage S kill itself (SIGKILL) or sleep forever right after its optimizer step T
@@ -103,23 +103,22 @@ def inject_fault(run_dir: str, rank: int, fault: FaultSpec | None, step: int) ->
         time.sleep(3600)
 
 
-#: Tests: ``"rank=R,seconds=S"`` makes rank R sleep S seconds inside every checkpoint save.
+#: Tests: ``"R:S,R2:S2"`` makes rank R sleep S seconds inside every checkpoint save.
 SLOW_SAVE_ENV = "DELAYBOUND_PIPE_SLOW_SAVE"
 
 
 def slow_save(rank: int) -> None:
-    """Tests: sleep inside a checkpoint save when ``DELAYBOUND_PIPE_SLOW_SAVE`` names this
-    rank (a slow file system, within the save phase's deadline)."""
+    """Tests: sleep inside a checkpoint save when ``DELAYBOUND_PIPE_SLOW_SAVE`` (``"R:S,..."``:
+    rank R sleeps S seconds) names this rank (a slow file system, inside the save phase)."""
     text = os.environ.get(SLOW_SAVE_ENV)
     if not text:
         return
     try:
-        kv = dict(part.split("=", 1) for part in text.split(","))
-        who, seconds = int(kv["rank"]), float(kv["seconds"])
-    except (ValueError, KeyError) as exc:
-        raise ValueError(f"{SLOW_SAVE_ENV}={text!r} must look like 'rank=1,seconds=4'") from exc
-    if who == rank:
-        time.sleep(seconds)
+        delays = {int(r): float(v) for r, v in (part.split(":") for part in text.split(","))}
+    except ValueError as exc:
+        raise ValueError(f"{SLOW_SAVE_ENV}={text!r} must look like '0:4,1:2'") from exc
+    if rank in delays:
+        time.sleep(delays[rank])
 
 
 def logs_dir(run_dir: str | Path) -> Path:

@@ -380,7 +380,8 @@ class StageRun:
                                                for p in self.setup.opt.params),
                   "staged": {k: self.link.staged[k] + self.side.staged[k]
                              for k in self.link.staged},
-                  "sends_peak": self.link.sends_peak, "saves": self.saves}
+                  "sends_peak": self.link.sends_peak, "saves": self.saves,
+                  "message_peak": self.link.message_peak}
         final_val, stages_memory = None, [memory]
         final = self.val_loss.pop(self.N, None)
         own = {"step": "final", "memory": memory,
