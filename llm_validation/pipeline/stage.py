@@ -65,9 +65,11 @@ def build_stage_module(cfg: ModelConfig, seed: int, stage: int, stages: int, *,
     module.to_empty(device="cpu")                 # this stage's parameters, uninitialised
     model.rope = module.rope = Rotary(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta)
     model.reset_parameters(seed, skip_chunk=skip_chunk)
-    model.blocks = nn.ModuleList()                # the other stages' (meta) blocks
+    model.blocks = nn.ModuleList()                # the other stages' (meta) parameters
     if stage != 0:
         model.embed = None
+    if stage != stages - 1:
+        model.norm = model.head = None
     return module, n_params
 
 
