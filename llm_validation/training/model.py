@@ -263,7 +263,8 @@ class Transformer(nn.Module):
                 continue
             std = out_std if name.endswith(("attn.o.weight", "mlp.down.weight")) else \
                 self.cfg.init_std
-            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) * std)
+            torch.randn(p.shape, generator=gen, dtype=torch.float32, out=p.data)  # in place:
+            p.mul_(std)                      # no temporaries, the same values as randn() * std
 
     @property
     def head_weight(self) -> Tensor:

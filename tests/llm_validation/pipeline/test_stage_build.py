@@ -39,6 +39,21 @@ def test_meta_build_gives_todays_weights_bitwise(P, chunk):
         assert torch.equal(got(x), ref(x))
 
 
+def test_the_initialisation_is_the_formula_of_before():
+    """The in-place initialisation (``randn(out=p)``, ``mul_(std)``) gives the weights of the
+    formula it replaced, drawn here independently: ``randn(shape, generator) * std`` for every
+    matrix in named order, norm gains 1."""
+    seed, model = 11, Transformer(EIGHT, seed=11)
+    gen = torch.Generator().manual_seed(seed)
+    out_std = EIGHT.init_std / (2 * EIGHT.n_layer) ** 0.5
+    for name, p in model.named_parameters():
+        if p.ndim == 1:
+            assert torch.equal(p, torch.ones_like(p))
+            continue
+        std = out_std if name.endswith(("attn.o.weight", "mlp.down.weight")) else EIGHT.init_std
+        assert torch.equal(p, torch.randn(p.shape, generator=gen, dtype=torch.float32) * std), name
+
+
 def test_skip_normal_advances_the_generator_as_one_draw():
     for n, chunk in [(16, 16), (17, 16), (1000, 48), (4099, 4096), (5, 16)]:
         a, b = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
