@@ -16,7 +16,12 @@ Each process reports its resident memory after importing torch, its peak residen
 parameter bytes, ``model_param_bytes`` the whole model's. Host memory per node grows as ranks per
 node x ``build_peak_bytes``: the ratio ``full / meta`` is the saving.
 
-Usage: ``python benchmarks/bench_stage_memory.py --json [--layers 8] [--stages 4] [--d-model 1024]``.
+``--save`` also times a DCP save (``no_dist``, local disk) of stage 0's checkpoint as 2BW
+writes it (master, the previous version, AdamW's two moments: 16 bytes per parameter) and as
+1F1B does (12 bytes per parameter).
+
+Usage: ``python benchmarks/bench_stage_memory.py --json [--layers 8] [--stages 4] [--d-model 1024]
+[--save]``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from pathlib import Path
 __all__ = ["main", "measure_one", "METHODS"]
 
 METHODS = ("full", "meta")
+#: Stage whose checkpoint save is timed (``--save``): the first, with the embedding.
+SAVE_STAGE = 0
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -58,6 +65,24 @@ if method == "full":
 else:
     module, _ = build_stage_module(cfg, 0, stage, stages)
 took = time.perf_counter() - t0
+if method == "save":          # one stage's DCP checkpoint: 2BW (two versions) vs 1F1B, AdamW
+    import tempfile, warnings
+    from pathlib import Path
+    import torch.distributed.checkpoint as dcp
+    out = {}
+    for kind, fields in (("2bw", ("master", "previous", "exp_avg", "exp_avg_sq")),
+                         ("1f1b", ("master", "exp_avg", "exp_avg_sq"))):
+        state = {f"{n}/{f}": p.detach().clone() for n, p in module.named_parameters()
+                 for f in fields}
+        with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t1 = time.perf_counter()
+            dcp.save(state, storage_writer=dcp.FileSystemWriter(d), no_dist=True)
+            out[f"{kind}_save_s"] = time.perf_counter() - t1
+            out[f"{kind}_bytes"] = sum(f.stat().st_size for f in Path(d).iterdir())
+        del state
+    print(json.dumps(out))
+    sys.exit(0)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 own = sum(p.numel() * p.element_size() for p in module.parameters())
 print(json.dumps({"rss_after_import_bytes": before, "peak_bytes": peak,
@@ -81,6 +106,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--stages", type=int, default=4)
     ap.add_argument("--d-model", type=int, default=1024)
+    ap.add_argument("--save", action="store_true",
+                    help="also time one stage's DCP checkpoint save (2BW and 1F1B, AdamW)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     args = ap.parse_args(argv)
     if args.layers < args.stages:
@@ -97,6 +124,10 @@ def main(argv: list[str] | None = None) -> dict:
                      **{f"{m}_build_s": round(got[m]["build_s"], 3) for m in METHODS},
                      "full_over_meta_peak": round(got["full"]["build_peak_bytes"]
                                                   / max(1, got["meta"]["build_peak_bytes"]), 2)})
+    save = measure_one("save", SAVE_STAGE, args.stages, model) if args.save else None
+    if save is not None:
+        save = {"stage": SAVE_STAGE, **{k: round(v, 3) if k.endswith("_s") else v
+                                        for k, v in save.items()}}
     from llm_validation.config import ModelConfig
     from llm_validation.training.model import Transformer
     import torch
@@ -105,7 +136,8 @@ def main(argv: list[str] | None = None) -> dict:
     report = {"benchmark": "stage_memory", "model": model, "stages": args.stages,
               "model_param_bytes": total, "rows": rows,
               "max_full_build_peak_bytes": max(r["full_build_peak_bytes"] for r in rows),
-              "max_meta_build_peak_bytes": max(r["meta_build_peak_bytes"] for r in rows)}
+              "max_meta_build_peak_bytes": max(r["meta_build_peak_bytes"] for r in rows),
+              "checkpoint": save}
     if args.json:
         print(json.dumps(report, indent=1))
     else:
