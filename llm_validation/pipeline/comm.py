@@ -18,8 +18,8 @@ process groups' long timeout): a wait that reaches it raises a ``timeout`` Stage
 
 Sends stay alive until they are known complete: on NCCL a completed send is seen with
 ``is_completed()`` and dropped at the next flush; on gloo a send cannot be polled (its work
-reports completion only once waited), so the sends of a flush are waited for
-:data:`REAP_LAG_FLUSHES` flushes later, when the 2BW schedule has made them complete (below).
+reports completion only once waited), so sends are waited for :data:`REAP_LAG_FLUSHES`
+flushes later, when the 2BW schedule has made them complete (below); both modes.
 """
 
 from __future__ import annotations
@@ -48,14 +48,15 @@ TIMEOUT = "timeout"
 #: Size of one chunk of a control message (a flush's rows: ~1.5 kB per row and stage with
 #: statistics on); a longer message goes as several chunks, the first carrying the length.
 MESSAGE_BYTES = 16384
-#: Grouped mode: the sends posted by one flush are waited for (and freed) this many flushes
-#: later. Why they are complete by then: a stage flushes at each STEP (twice at most: before
-#: the step and for the gradient held back), so 4 flushes cover at least two steps, and the
-#: sends of the flush at STEP t are received before STEP t+2: (a) activations sent to s+1
-#: before STEP t belong to batches <= t+1, which s+1 forwards before the gradients of batch
-#: t+2 that s needs for STEP t+2; (b) the gradients of batch t sent to s-1 are needed by s-1's
-#: STEP t, which comes before s-1 forwards batch t+2 (w <= P-1 < M pairs later), and s has
-#: received every activation of batch t+2 before STEP t+2. So the wait returns at once.
+#: The sends posted before the n-th flush (in grouped mode by it, otherwise one by one since
+#: the previous one) are waited for (and freed) at flush n + REAP_LAG_FLUSHES. Why they are
+#: complete by then: the executor flushes twice at each STEP, so that is two steps later, and
+#: every send posted before STEP t+1 is received before STEP t+2: (a) activations sent to s+1
+#: belong to batches <= t+2, which s+1 forwards before the gradients of batch t+2 that s needs
+#: for STEP t+2; (b) gradients sent to s-1 belong to batches <= t+1, needed by s-1's STEP t+1,
+#: which comes before s-1 forwards the last microbatch of batch t+2 (w <= P-1 < M pairs
+#: later), and s has received every activation of batch t+2 before STEP t+2. So the wait
+#: returns at once (a side pass's link drains all its sends at its end).
 REAP_LAG_FLUSHES = 4
 #: Control messages kept in flight per stage before the oldest is waited for (see
 #: ``StageLink.send_message`` for why it is delivered by then).
@@ -183,7 +184,7 @@ class StageLink:
         self._outbox: list[tuple[Tensor, int, str]] = []   # grouped mode: sends held back
         self._sends: deque[_Pending] = deque()      # activations / gradients
         self._messages: deque[_Pending] = deque()   # control messages
-        self._flushes = 0                           # flushes that posted sends
+        self._flushes = 0                           # flush() calls so far
         self.sends_peak = 0                         # most sends pending after a flush
         self.message_peak = 0                       # bytes of the largest message sent
 
@@ -225,10 +226,10 @@ class StageLink:
 
     def _reap(self) -> None:
         """Forget completed sends (keeps their tensors alive until then): those that report
-        completion (NCCL) and, in grouped mode, those posted :data:`REAP_LAG_FLUSHES` flushes
-        ago or earlier (complete by the schedule's order; gloo cannot report it unwaited)."""
+        completion (NCCL) and those posted :data:`REAP_LAG_FLUSHES` flushes ago or earlier
+        (complete by the schedule's order; a gloo send cannot report it unwaited)."""
         old = self._flushes - REAP_LAG_FLUSHES
-        while self._sends and ((self.grouped and self._sends[0].flush <= old)
+        while self._sends and (self._sends[0].flush <= old
                                or self._sends[0].work.is_completed()):
             self._wait(self._sends.popleft())  # surfaces an error a completed send may carry
 
@@ -312,22 +313,26 @@ class StageLink:
             t = self._stage(t)
         self._outbox.append((t, peer, what))
         if not self.grouped:
-            self.flush()
+            self._post_outbox()
             self._reap()
 
     def flush(self) -> None:
-        """Issue the sends held back, as one batch (grouped mode: before the stage may block
-        elsewhere; otherwise every send is flushed at once)."""
+        """Issue the sends held back, as one batch (the executor calls it at every STEP, twice,
+        and at the end of a run: each call is one "flush" of :data:`REAP_LAG_FLUSHES`), then
+        drop the sends known complete."""
+        self._post_outbox()
+        self._flushes += 1
+        self._reap()
+
+    def _post_outbox(self) -> None:
+        """Post the sends held back as one batch (non-grouped mode: after every send)."""
         sends, self._outbox = self._outbox, []
         if not sends:
             return
         work = post_batch([dist.P2POp(dist.isend, t, peer, group=self.group)
                            for t, peer, _ in sends])
-        self._flushes += 1
         for t, peer, what in sends:      # each keeps its tensor alive until the batch is done
             self._sends.append(_Pending(work, t, peer, what, flush=self._flushes))
-        if self.grouped:
-            self._reap()
         self.sends_peak = max(self.sends_peak, len(self._sends))
 
     # -- control messages (statistics and results, to stage 0) -------------------------------
