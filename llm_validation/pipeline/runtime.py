@@ -80,8 +80,7 @@ class StageRun:
     def __init__(self, ctx: WorkerContext, cfg: TrainConfig, start: int, tau: int,
                  dp_mode: str = "allreduce", defer_save: bool = False) -> None:
         self.ctx, self.cfg, self.start = ctx, cfg, start
-        self.defer_save = defer_save      # 2BW: save after the held gradient is sent
-        self.pending_save: tuple[int, Any] | None = None
+        self.defer_save, self.pending_save = defer_save, None   # 2BW: save after the send
         self.saves: list[list[float]] = []   # [step, start, end] wall times of each save
         run, mesh = cfg.run, ctx.mesh
         self.P, self.s, self.M, self.N = run.stages, mesh.stage, run.microbatches, run.steps
@@ -91,6 +90,7 @@ class StageRun:
                              f"data_parallel x stages = {self.D} x {self.P}")
         self.is_writer = ctx.rank == 0          # stage 0 of replica 0 writes the run directory
         self.replicas = Replicas(mesh, dp_mode)
+        self.replicas.status = ctx.status    # its collectives publish waits (watchdog)
         device = rank_device(resolve_device(run.device), ctx.local_rank)
         if device.type == "cuda":
             torch.cuda.set_device(device)

@@ -152,3 +152,28 @@ def test_sends_are_reaped_after_the_lag(monkeypatch, grouped):
     waited = sum(w.waited for w in works)
     assert waited == len(works) - link.pending_sends // per_flush
     assert not any(w.waited for w in works[len(works) - link.pending_sends // per_flush:])
+
+
+def test_data_parallel_collectives_publish_a_wait_on_the_other_replicas(monkeypatch):
+    """Guards issue 31, point 2 (D > 1 detects hangs as D = 1 does): during a collective of
+    the data-parallel group the rank publishes a wait on the other replicas (before: nothing,
+    so a rank waiting on a hung replica was reported as stalled itself), restored after."""
+    from types import SimpleNamespace
+
+    from llm_validation.pipeline.replicas import Replicas
+
+    mesh = SimpleNamespace(replicas=3, replica=1, rank=5, dp_ranks=(1, 5, 9), dp_group=None,
+                           dp_control=None)
+    reps = Replicas(mesh)
+    reps.status = {"waiting_on": None}
+    seen = []
+
+    def fake_all_gather(out, mine, group=None):
+        seen.append(dict(reps.status))
+        for o in out:
+            o.copy_(mine)
+
+    monkeypatch.setattr("llm_validation.pipeline.replicas.dist.all_gather", fake_all_gather)
+    reps.check_identical([torch.ones(3)], "weights")
+    assert seen[0]["waiting_on"] == [1, 9] and "replicas" in seen[0]["what"]
+    assert reps.status["waiting_on"] is None
