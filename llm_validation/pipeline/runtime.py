@@ -277,10 +277,11 @@ class StageRun:
                  previous: dict[str, torch.Tensor] | None, f_x: torch.Tensor | None = None,
                  f_y: torch.Tensor | None = None) -> int | None:
         """After step t: buffer the step's partials and scalars (device tensors); at a flush
-        read them all with ONE copy, settle divergence (:meth:`diverged_at`), then the
-        checkpoint (if due and no loss diverged; ``previous`` = the version W(t)), this
-        stage's message to stage 0, stage 0's rows and ``COMPLETE`` marker; a test fault (if
-        set). Returns the diverged step (every stage stops there) or None to go on."""
+        read them all with ONE copy, settle divergence (:meth:`diverged_at`), then this
+        stage's message to stage 0, stage 0's rows, the checkpoint (if due and no loss
+        diverged; ``previous`` = the version W(t); 2BW: later, :meth:`save_deferred`) and
+        ``COMPLETE``; a test fault (if set). Returns the diverged step (every stage stops
+        there) or None to go on."""
         self.weight_peak = max(self.weight_peak, self.weight_bytes())
         self.rows.add(t, part, loss=loss, f_x=f_x, f_y=f_y, val_loss=self.val_loss.pop(t, None))
         d = None
@@ -288,14 +289,13 @@ class StageRun:
             rows = self.rows.flush()          # the one host read of the steps since the last
             d = self.diverged_at(t, rows)
             due = self.ckpt_due(t) and d is None
-            if due:
-                self.pending_save = (t, previous)
-                if not self.defer_save:
-                    self.save_deferred()
+            self.pending_save = (t, previous) if due else None
             self.report(t, rows, d)
-            if self.is_writer:
+            if self.is_writer:      # the rows up to t are written before COMPLETE is
                 last = due or d is not None or t == self.N - 1
                 self.collector.write_through(t if last else self.last_flush, self.lr_of)
+            if not self.defer_save:
+                self.save_deferred()
             self.last_flush = t
         host_syncs.mark(t)                    # tests: the step's window of host reads
         self.ctx.maybe_inject_fault(t)
