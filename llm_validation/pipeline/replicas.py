@@ -31,8 +31,10 @@ D*M microbatches combines the replicas' sums of squares with Chan et al.'s paral
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Sequence
+import time
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -46,6 +48,27 @@ __all__ = ["Replicas", "REDUCTIONS", "dp_reduction", "pop_grads", "bit_checksum"
 
 #: Gradient averaging modes (module docstring).
 REDUCTIONS = ("allreduce", "ordered")
+
+
+def _collective(what: str) -> Callable:
+    """Method decorator: while the collective runs, the rank's status publishes a wait on the
+    other replicas (``Replicas.status``), so the watchdog diagnoses a hung replica as it does
+    a hung pipeline neighbour (re-entrant: nested collectives restore the outer wait)."""
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def run(self: "Replicas", *args: Any, **kw: Any) -> Any:
+            st = self.status
+            if st is None or self.D == 1:
+                return fn(self, *args, **kw)
+            saved = {k: st.get(k) for k in ("waiting_on", "what", "since")}
+            st.update(what=f"the other replicas of this stage ({what})", since=time.time())
+            st["waiting_on"] = list(self.peers)
+            try:
+                return fn(self, *args, **kw)
+            finally:
+                st.update(saved)
+        return run
+    return wrap
 
 
 def dp_reduction() -> str:
@@ -97,6 +120,8 @@ class Replicas:
             raise ValueError(f"data-parallel reduction {mode!r} is not one of {list(REDUCTIONS)}")
         self.D, self.d, self.mode = mesh.replicas, mesh.replica, mode
         self.group, self.control = mesh.dp_group, mesh.dp_control
+        self.peers = [r for r in mesh.dp_ranks if r != mesh.rank]
+        self.status: dict | None = None   # the rank's published status (set by the runtime)
 
     @property
     def ordered(self) -> bool:
@@ -114,6 +139,7 @@ class Replicas:
         return GradBuckets(tensors, order, self.group, self.D, cap)
 
     @torch.no_grad()
+    @_collective('gradient all-reduce')
     def reduce(self, grads: Sequence[Tensor]) -> list[Tensor]:
         """``allreduce`` after the backward: the replicas' average of each of this replica's
         gradients ``S_d`` (one all-reduce of the concatenated gradients; views of its buffer);
@@ -124,6 +150,7 @@ class Replicas:
         return finish_mean(flat, work, self.D, grads)
 
     @torch.no_grad()
+    @_collective('gradient gather')
     def fold(self, captured: list[list[Tensor]], like: Sequence[Tensor],
              noise: stats.MicrobatchGradVariance | None = None) -> list[Tensor]:
         """``ordered``: the average gradient from every replica's microbatch gradients
@@ -151,6 +178,7 @@ class Replicas:
                 noise.observe()
         return acc
 
+    @_collective('gradient average')
     def average(self, tensors: Sequence[Tensor], M: int, *,
                 captured: list[list[Tensor]] | None = None,
                 noise: stats.MicrobatchGradVariance | None = None, want_noise: bool = False,
@@ -187,6 +215,7 @@ class Replicas:
         return noise
 
     # ---------------------------------------------------------------------- losses, scalars
+    @_collective('loss gather')
     def gather_losses(self, local: Sequence[Tensor], per_batch: int | None = None) -> list[Tensor]:
         """All replicas' microbatch losses in the global microbatch order: batch by batch
         (``per_batch`` of this replica's losses per batch; default all of them), replica by
@@ -205,6 +234,7 @@ class Replicas:
                 out.extend(every[d, start:start + per].unbind())
         return out
 
+    @_collective('sum')
     def sum(self, x: float | Tensor) -> float | Tensor:
         """Sum of a float64 scalar over the replicas: a device tensor is reduced on the
         device (data-parallel group, no host read), a float on the control group."""
@@ -218,6 +248,7 @@ class Replicas:
         dist.all_reduce(t, group=self.control)
         return float(t)
 
+    @_collective('checksum')
     def check_identical(self, tensors: Sequence[Tensor], what: str) -> None:
         """Raise unless every replica holds the same bits (checksum of ``tensors``)."""
         if self.D == 1:

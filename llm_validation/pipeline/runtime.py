@@ -16,6 +16,10 @@ every step and side pass (:class:`llm_validation.pipeline.replicas.Replicas`), t
 gather their microbatch losses, so every replica computes the same statistics; replica 0
 reports them, and rank 0 (stage 0 of replica 0) writes the run directory.
 
+Build, data load, checkpoint load and save, and rank 0's wait before ``COMPLETE`` are long
+phases (``ctx.phase``, deadline ``io_s``, :mod:`llm_validation.pipeline.watchdog`). 2BW saves
+after the gradient held back at STEP t has gone (``defer_save``): every stage at once.
+
 Memory: :meth:`StageRun.weight_bytes` counts the distinct storages holding this stage's
 weights (the master copy and the versions a runtime registers in ``weight_tensors``); the
 largest count seen after any step is reported per stage in ``logs/result.json``.
@@ -24,6 +28,7 @@ largest count seen after any step is reported per stage in ``logs/result.json``.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import torch
@@ -34,6 +39,7 @@ from llm_validation.pipeline.checkpoint import (ckpt_dir, load_global, mark_comp
 from llm_validation.pipeline.comm import StageLink
 from llm_validation.pipeline.devices import host_staging, rank_device
 from llm_validation.pipeline.executor import StageExecutor, detached_leaves
+from llm_validation.pipeline.faults import slow_save
 from llm_validation.pipeline.metrics import MetricsCollector
 from llm_validation.pipeline.processes import WorkerContext
 from llm_validation.pipeline.profile import ActionTimer, write_stage_profile
@@ -72,8 +78,10 @@ class StageRun:
     probe, metrics (stage 0), checkpoints, side passes and the step's bookkeeping."""
 
     def __init__(self, ctx: WorkerContext, cfg: TrainConfig, start: int, tau: int,
-                 dp_mode: str = "allreduce") -> None:
+                 dp_mode: str = "allreduce", defer_save: bool = False) -> None:
         self.ctx, self.cfg, self.start = ctx, cfg, start
+        self.defer_save, self.pending_save = defer_save, None   # 2BW: save after the send
+        self.saves: list[list[float]] = []   # [step, start, end] wall times of each save
         run, mesh = cfg.run, ctx.mesh
         self.P, self.s, self.M, self.N = run.stages, mesh.stage, run.microbatches, run.steps
         self.D, self.d = mesh.replicas, mesh.replica
@@ -82,13 +90,15 @@ class StageRun:
                              f"data_parallel x stages = {self.D} x {self.P}")
         self.is_writer = ctx.rank == 0          # stage 0 of replica 0 writes the run directory
         self.replicas = Replicas(mesh, dp_mode)
+        self.replicas.status = ctx.status    # its collectives publish waits (watchdog)
         device = rank_device(resolve_device(run.device), ctx.local_rank)
         if device.type == "cuda":
             torch.cuda.set_device(device)
         self.numerics = configure_numerics(device, run.deterministic)
         self.device = device
-        self.setup = setup = StageSetup(cfg, self.s, self.P, device, replica=self.d,
-                                        replicas=self.D)
+        with ctx.phase("build"):          # model build and data load: their own deadline
+            self.setup = setup = StageSetup(cfg, self.s, self.P, device, replica=self.d,
+                                            replicas=self.D)
         common = dict(stage=self.s, stages=self.P, device=device, act_shape=setup.act_shape,
                       act_dtype=setup.act_dtype, timeout_s=ctx.timeout_s,
                       control_group=ctx.control_group, status=ctx.status, store=ctx.store,
@@ -114,8 +124,9 @@ class StageRun:
         local = stage_param_names(cfg, self.s, self.P, setup.names)
         self.global_names = [local[n] for n in setup.names]   # full model's, opt.params order
         if start > 0:
-            self._restore(*load_global(ckpt_dir(self.paths, start), self.global_names, self.s,
-                                       self.d, device))
+            with ctx.phase("load"):
+                self._restore(*load_global(ckpt_dir(self.paths, start), self.global_names,
+                                           self.s, self.d, device))
         if self.is_writer:
             self._write_config()
             self.writer = MetricsWriter(self.paths.metrics)
@@ -266,10 +277,11 @@ class StageRun:
                  previous: dict[str, torch.Tensor] | None, f_x: torch.Tensor | None = None,
                  f_y: torch.Tensor | None = None) -> int | None:
         """After step t: buffer the step's partials and scalars (device tensors); at a flush
-        read them all with ONE copy, settle divergence (:meth:`diverged_at`), then the
-        checkpoint (if due and no loss diverged; ``previous`` = the version W(t)), this
-        stage's message to stage 0, stage 0's rows and ``COMPLETE`` marker; a test fault (if
-        set). Returns the diverged step (every stage stops there) or None to go on."""
+        read them all with ONE copy, settle divergence (:meth:`diverged_at`), then this
+        stage's message to stage 0, stage 0's rows, the checkpoint (if due and no loss
+        diverged; ``previous`` = the version W(t); 2BW: later, :meth:`save_deferred`) and
+        ``COMPLETE``; a test fault (if set). Returns the diverged step (every stage stops
+        there) or None to go on."""
         self.weight_peak = max(self.weight_peak, self.weight_bytes())
         self.rows.add(t, part, loss=loss, f_x=f_x, f_y=f_y, val_loss=self.val_loss.pop(t, None))
         d = None
@@ -277,14 +289,13 @@ class StageRun:
             rows = self.rows.flush()          # the one host read of the steps since the last
             d = self.diverged_at(t, rows)
             due = self.ckpt_due(t) and d is None
-            if due:
-                self.checkpoint(t, previous)
+            self.pending_save = (t, previous) if due else None
             self.report(t, rows, d)
-            if self.is_writer:
+            if self.is_writer:      # the rows up to t are written before COMPLETE is
                 last = due or d is not None or t == self.N - 1
                 self.collector.write_through(t if last else self.last_flush, self.lr_of)
-                if due:
-                    mark_complete(self.paths, t + 1, self.P, self.D, self.ctx.timeout_s)
+            if not self.defer_save:
+                self.save_deferred()
             self.last_flush = t
         host_syncs.mark(t)                    # tests: the step's window of host reads
         self.ctx.maybe_inject_fault(t)
@@ -327,6 +338,21 @@ class StageRun:
             self.link.send_message(msg, 0, f"the delivery of the rows of steps up to {t} to "
                                            "stage 0")
 
+    def save_deferred(self) -> None:
+        """Write the checkpoint due at the last flush (if any), then, on rank 0, wait for every
+        stage's part and write ``COMPLETE``: both as long phases (deadline ``io_s``)."""
+        if self.pending_save is None:
+            return
+        t, previous = self.pending_save
+        self.pending_save = None
+        with self.ctx.phase("save"):
+            began = time.time()
+            self.checkpoint(t, previous)
+            self.saves.append([t + 1, began, time.time()])
+        if self.is_writer:
+            with self.ctx.phase("complete"):
+                mark_complete(self.paths, t + 1, self.P, self.D, self.ctx.deadlines.io_s)
+
     def checkpoint(self, t: int, previous: dict[str, torch.Tensor] | None) -> None:
         """Save this stage's state after step t (``previous``: the version W(t) of 2BW), one
         DCP checkpoint per stage written by its replicas together (``pipeline.checkpoint``)."""
@@ -338,6 +364,7 @@ class StageRun:
         own = {"step": t + 1, "stage": self.s, "stages": self.P, "replica": self.d,
                "replicas": self.D, "rng": rng_state(), "sampler_position": t + 1,
                "config": self.cfg.to_dict()}
+        slow_save(self.ctx.rank)     # tests: a slow file system
         save_stage_checkpoint(self.paths, t + 1, self.s, self.d, shared, own,
                               self.ctx.mesh.dp_control)
 
@@ -352,7 +379,9 @@ class StageRun:
                   "weight_bytes_one_copy": sum(p.numel() * p.element_size()
                                                for p in self.setup.opt.params),
                   "staged": {k: self.link.staged[k] + self.side.staged[k]
-                             for k in self.link.staged}}
+                             for k in self.link.staged},
+                  "sends_peak": self.link.sends_peak, "saves": self.saves,
+                  "message_peak": self.link.message_peak}
         final_val, stages_memory = None, [memory]
         final = self.val_loss.pop(self.N, None)
         own = {"step": "final", "memory": memory,

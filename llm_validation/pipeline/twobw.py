@@ -39,8 +39,9 @@ those steps only; for pure-throughput runs set ``stats_interval = 0`` and ``eval
 
 Checkpoints (every ``checkpoint_interval`` steps and at the end): after STEP t each stage saves
 its master W(t+1), the version W(t) of batch t+1, optimizer + EF state, statistics state, RNG
-and data position, BEFORE sending the input gradient of batch t's last microbatch; hence stage 0
-finishes STEP t only after every stage has saved, and it then writes the ``COMPLETE`` marker.
+and data position, AFTER sending the input gradient of batch t's last microbatch (held back
+at checkpoint steps), so the stages save in parallel; stage 0 then waits for every stage's
+part and writes the ``COMPLETE`` marker (``StageRun.save_deferred``).
 Resume restarts the schedule at batch t+1 with a fresh warm-up; no number changes.
 
 Divergence: the batch losses stay on the device; at each flush (every ``log_interval`` steps,
@@ -73,7 +74,7 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
                   dp_mode: str = "allreduce") -> None:
     """The body of one 2BW stage process (see the module docstring); ``dp_mode``: how the
     replicas average their gradients (:mod:`llm_validation.pipeline.replicas`)."""
-    sr = StageRun(ctx, cfg, start, tau=1, dp_mode=dp_mode)
+    sr = StageRun(ctx, cfg, start, tau=1, dp_mode=dp_mode, defer_save=True)
     setup, probe, M, N, P, dp = sr.setup, sr.probe, sr.M, sr.N, sr.P, sr.replicas
     versions = [setup.leaf_copies(), setup.leaf_copies()]        # slot t % 2 serves batch t
     if sr.loaded is not None:                                     # slot start % 2 = W(start-1)
@@ -150,6 +151,7 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
         return True
 
     def after_step(a) -> None:
+        sr.save_deferred()           # the held gradient is sent: every stage saves at once
         sr.side_passes(a.batch + 1)
 
     t0 = time.perf_counter()
