@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from llm_validation.pipeline.watchdog import Deadlines
 from llm_validation.pipeline.processes import spawn_stages
 from tests.llm_validation.pipeline.schedule2bw_support import example
 
@@ -73,7 +74,7 @@ def test_the_diff_is_the_difference_of_the_loops():
 
 def test_the_python_blocks_run_and_give_the_examples_losses(tmp_path):
     spawn_stages(docs_worker, (_blocks("python"), str(tmp_path)), world=2, run_dir=tmp_path,
-                 backend="gloo", timeout_s=60.0)
+                 backend="gloo", deadlines=Deadlines(hang_s=60.0))
     out = json.loads((tmp_path / "curves.json").read_text())
     for name in ("1f1b", "2bw"):
         assert len(out[f"doc-{name}"]) == 5

@@ -67,7 +67,7 @@ from torch.distributed.pipelining.stage import _PipelineStageBase
 from torch.func import functional_call
 
 from llm_validation.pipeline.comm import LOST, TIMEOUT, StageFailure, is_timeout, post_batch
-from llm_validation.pipeline.processes import DEFAULT_TIMEOUT_S
+from llm_validation.pipeline.watchdog import Deadlines
 from llm_validation.pipeline.schedule import (BACKWARD, FORWARD, check_schedule,
                                               validate_pipeline_shape)
 from llm_validation.pipeline.segments import drain_2bw, segment_2bw
@@ -101,7 +101,8 @@ class Schedule2BW(PipelineScheduleSingle):
     (0: off); ``lr_scheduler``: stepped by the schedule right after each optimizer step (do not
     step it yourself: stages take step t in different calls); ``scale_grads``: divide the
     accumulated gradients by M before each step (torch's default, for a mean loss);
-    ``timeout_s``: deadline of every host wait on a peer (gloo; NCCL waits on the stream).
+    ``timeout_s``: deadline of every host wait on a peer (gloo; NCCL waits on the stream);
+    None: the runtime's hang deadline (``DELAYBOUND_PIPE_TIMEOUT_S``, 30 s by default).
     """
 
     def __init__(self, stage: _PipelineStageBase, n_microbatches: int,
@@ -109,7 +110,7 @@ class Schedule2BW(PipelineScheduleSingle):
                  lr_scheduler: Any = None, scale_grads: bool = True,
                  args_chunk_spec: tuple[TensorChunkSpec, ...] | None = None,
                  kwargs_chunk_spec: dict[str, TensorChunkSpec] | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+                 timeout_s: float | None = None) -> None:
         if not isinstance(stage, _PipelineStageBase):
             raise TypeError(f"Schedule2BW needs a PipelineStage, got {type(stage).__name__}")
         validate_pipeline_shape(stage.num_stages, n_microbatches)
@@ -118,6 +119,8 @@ class Schedule2BW(PipelineScheduleSingle):
         check_schedule(stage.stage_index, stage.num_stages, n_microbatches, 3)
         if loss_fn is None:
             raise ValueError("Schedule2BW trains: loss_fn is required")
+        if timeout_s is None:            # the runtime's hang deadline (pipeline/watchdog.py)
+            timeout_s = Deadlines.from_env().hang_s
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         inner = stage.submod

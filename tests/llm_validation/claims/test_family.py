@@ -2,7 +2,7 @@
 tiny ledger, and the family-wise simulation that can fail.
 
 The simulation (:func:`simulate`) takes the committed tiny ledger's paper-statement leaves
-(``docs/claims_tiny/claims.json``, section ``paper``; ``divergence`` left out: it has no
+(``docs/claims_tiny/issue16/claims.json``, the ledger as issue 16 decided it, section ``paper``; ``divergence`` left out: it has no
 p-value): their kinds and seed counts, margins in units of the per-seed spread (the ledger's
 width / sd of its samples, per group for ``no_consistent_effect``). Per replicate every leaf
 draws independent normal per-seed values (sd 1) with its truth at its least-favourable point,
@@ -50,7 +50,7 @@ from llm_validation.claims.sequential import SeedPolicy
 from llm_validation.validation.multiplicity import rejection_levels
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS
 
-LEDGER = Path(__file__).resolve().parents[3] / "docs" / "claims_tiny" / "claims.json"
+LEDGER = Path(__file__).resolve().parents[3] / "docs" / "claims_tiny" / "issue16" / "claims.json"
 ALPHA = 0.05
 #: Replicates: the family-wise error near 2.5% then has a Monte-Carlo standard error of 0.0011.
 REPS = 20_000

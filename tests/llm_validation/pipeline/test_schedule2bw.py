@@ -13,6 +13,7 @@ import json
 import pytest
 import torch
 
+from llm_validation.pipeline.watchdog import Deadlines
 from llm_validation.pipeline import p2p_trace
 from llm_validation.pipeline.processes import PipelineFailure, spawn_stages
 from llm_validation.pipeline.schedule import check_schedule, schedule_2bw
@@ -63,7 +64,7 @@ def _launch(tmp_path, monkeypatch, P: int, cfgs: list[dict]) -> dict:
     trace = tmp_path / "trace"
     monkeypatch.setenv(p2p_trace.TRACE_ENV, str(trace))
     spawn_stages(stage_worker, (cfgs, str(tmp_path)), world=P, run_dir=tmp_path,
-                 backend="gloo", timeout_s=60.0)
+                 backend="gloo", deadlines=Deadlines(hang_s=60.0))
     traces = p2p_trace.read_traces(trace)
     assert len(traces) == P
     assert p2p_trace.mismatches(traces) == []
@@ -116,7 +117,7 @@ def test_encoder_example_trains_with_2bw_and_1f1b_side_by_side(tmp_path):
     """The example's body (user-split TransformerEncoderLayer stack, torch's Schedule1F1B,
     then Schedule2BW) on 2 gloo processes; its CLI (``mp.spawn``) is the same body."""
     spawn_stages(example_worker, (["--microbatches", "2", "--steps", "12"], str(tmp_path)),
-                 world=2, run_dir=tmp_path, backend="gloo", timeout_s=60.0)
+                 world=2, run_dir=tmp_path, backend="gloo", deadlines=Deadlines(hang_s=60.0))
     out = json.loads((tmp_path / "example.json").read_text())
     a, b = out["1f1b"]["loss"], out["2bw"]["loss"]
     assert len(a) == len(b) == 12
@@ -162,7 +163,7 @@ def test_p2_on_two_gpus_with_nccl(tmp_path, monkeypatch):
     c = {"name": "gpu", "optim": "adamw", "lam": 1.0, "M": 2, "steps": STEPS, "cuda": True}
     monkeypatch.setenv(p2p_trace.TRACE_ENV, str(tmp_path / "trace"))
     spawn_stages(stage_worker, ([c], str(tmp_path)), world=2, run_dir=tmp_path,
-                 backend="nccl", timeout_s=60.0)
+                 backend="nccl", deadlines=Deadlines(hang_s=60.0))
     got, ref = gather(tmp_path, 2)["gpu"], reference(c)
     assert p2p_trace.mismatches(p2p_trace.read_traces(tmp_path / "trace")) == []
     for a, b in zip(got["losses"], ref["losses"], strict=True):
