@@ -11,8 +11,9 @@ within a factor 2 and the mean absolute log error, the law advise chooses, and `
 the chosen law's hit rate on the held-out largest-size pairs against the 80% goal (or why it is
 not measurable).
 
-Re-run on the 20:1 ledgers: ``python benchmarks/bench_advise_loo.py --json --runs R/n46k/runs
---runs R/n113k/runs --runs R/n267k/runs`` (every folder's runs are pooled).
+Re-run on the 20:1 ledgers: ``python benchmarks/bench_advise_loo.py --json --ledger R/n46k
+--ledger R/n113k --ledger R/n267k`` (``--runs``/``--ledger`` repeatable: their runs are pooled;
+``benchmarks/advise_rerun.py`` prints the same scores as markdown with the projection table).
 
 Usage: ``python benchmarks/bench_advise_loo.py --json [--runs DIR | --ledger DIR] [--rows]``
 (default ``--ledger docs/claims_tiny``; ``--runs`` reads run directories, e.g. the ledger's
@@ -29,31 +30,11 @@ from pathlib import Path
 
 from llm_validation.advice.loo import HOLDOUTS, evaluate
 from llm_validation.advice.pilot import load_pilot, pairs
-from llm_validation.advice.transfer_choice import choose, score_laws
+from llm_validation.advice.transfer_choice import transfer_summary
 
-__all__ = ["main", "transfer_block", "DEFAULT_LEDGER", "GOAL"]
-
-#: The issue's goal: the chosen law within a factor 2 on >= 80% of held-out largest-size pairs.
-GOAL = 0.8
+__all__ = ["main", "DEFAULT_LEDGER"]
 
 DEFAULT_LEDGER = Path(__file__).resolve().parents[1] / "docs" / "claims_tiny"
-
-
-def transfer_block(ps: list, rows: bool = False) -> dict:
-    """The transfer laws' held-out scores, advise's choice and the acceptance reading."""
-    scores = score_laws(ps, rows=rows)
-    choice = choose(scores)
-    sizes = sorted({p.n_params for p in ps if p.n_params})
-    block = scores["largest_size"]
-    if "skipped" in block:
-        acc = {"measurable": False, "goal": GOAL,
-               "reason": f"{block['skipped']} (sizes: {sizes}): no largest size to hold out"}
-    else:
-        s = block[choice["law"]]
-        acc = {"measurable": True, "goal": GOAL, "law": choice["law"], "hits": s["hits"],
-               "pairs": s["pairs"], "hit_rate_all": s["hit_rate_all"],
-               "met": s["hit_rate_all"] is not None and s["hit_rate_all"] >= GOAL}
-    return {"sizes": sizes, "held_out": scores, "choice": choice, "acceptance": acc}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.rows:
         for block in res["holdouts"].values():
             block.pop("rows")
-    transfer = transfer_block(ps, rows=args.rows)
+    transfer = transfer_summary(ps, rows=args.rows)
     src = args.runs or [str(x) for x in (args.ledger or [DEFAULT_LEDGER])]
     out = {"benchmark": "advise_loo", "source": src[0] if len(src) == 1 else src,
            "runs": len(runs), "pairs": len(ps),

@@ -170,7 +170,9 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
             largest_factor=args.plan_factor),
             "cost_source": setup["source"]}
     say("reading the pilot")
-    runs = load_pilot(pilot=args.pilot, ledger=args.ledger)
+    runs = load_pilot(pilot=args.pilot)
+    for ledger in args.ledger or []:          # one ledger per model size: their runs are pooled
+        runs += load_pilot(ledger=ledger)
     if not runs:
         raise ValueError("the pilot holds no finished run")
     result = advise(spec, runs, table, progress=say)
@@ -255,7 +257,9 @@ def register(subparsers: Any) -> None:
       help="--plan-pilot's largest pilot size: 1/F of the model (10; above 10 advise will say "
            "extrapolation)")
     a("--pilot", metavar="DIR", help="folder of run directories: sync + 2BW (+EF) pairs")
-    a("--ledger", metavar="DIR", help="ledger folder whose claims.json has the per-run table")
+    a("--ledger", metavar="DIR", action="append",
+      help="ledger folder whose claims.json has the per-run table (repeatable: one per model "
+           "size, pooled)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--from", dest="from_dir", metavar="RUN_DIR",
                      help="costs measured by a --profile pipeline run (RUN_DIR/profile.json)")

@@ -44,8 +44,8 @@ from typing import Any, Sequence
 from llm_validation.advice.loo import FACTOR, hit
 from llm_validation.advice.transfer import LAWS, NotIdentified, Target, predict_law
 
-__all__ = ["HELD_OUT", "RULE_OUT_HIT_RATE", "FALLBACK", "held_out_split", "score_laws",
-           "choose"]
+__all__ = ["HELD_OUT", "RULE_OUT_HIT_RATE", "FALLBACK", "GOAL", "held_out_split", "score_laws",
+           "choose", "transfer_summary"]
 
 HELD_OUT = ("largest_size", "longest_horizon")
 #: A law whose held-out hit rate is below one half misses by more than a factor 2 on most
@@ -53,6 +53,9 @@ HELD_OUT = ("largest_size", "longest_horizon")
 RULE_OUT_HIT_RATE = 0.5
 #: The law used when the pilot has one size (the transfer across sizes is not identified).
 FALLBACK = "steps"
+#: Issue 28's goal: the chosen law within a factor 2 on >= 80% of held-out largest-size pairs
+#: (the leave-one-out goal of docs/advise.md).
+GOAL = 0.8
 #: Worst misses listed per law and hold-out.
 WORST = 3
 
@@ -162,3 +165,23 @@ def choose(scores: dict[str, Any]) -> dict[str, Any]:
                   f"({FALLBACK}) is used")
     return {"law": law, "reason": reason, "deciding_hold_out": deciding,
             "not_ruled_out": kept, "ruled_out": ruled_out}
+
+
+def transfer_summary(pairs: Sequence[Any], rows: bool = False) -> dict[str, Any]:
+    """The pilot's sizes, the held-out scores (:func:`score_laws`), the choice (:func:`choose`)
+    and ``acceptance``: the chosen law's share of held-out largest-size pairs within the factor
+    against :data:`GOAL`, or why it is not measurable."""
+    scores = score_laws(pairs, rows=rows)
+    choice = choose(scores)
+    sizes = sorted({p.n_params for p in pairs if p.n_params})
+    block = scores["largest_size"]
+    if "skipped" in block:
+        acc: dict[str, Any] = {"measurable": False, "goal": GOAL,
+                               "reason": f"{block['skipped']} (sizes: {sizes}): no largest "
+                                         f"size to hold out"}
+    else:
+        s = block[choice["law"]]
+        acc = {"measurable": True, "goal": GOAL, "law": choice["law"], "hits": s["hits"],
+               "pairs": s["pairs"], "hit_rate_all": s["hit_rate_all"],
+               "met": s["hit_rate_all"] is not None and s["hit_rate_all"] >= GOAL}
+    return {"sizes": sizes, "held_out": scores, "choice": choice, "acceptance": acc}

@@ -85,6 +85,25 @@ def test_ledger_json_text_and_figure(ledger, tmp_path, capsys):
     assert "model uncertainty (" in text and "transfer law: steps (the pilot's model sizes are unknown" in text
 
 
+def test_one_ledger_per_size_chooses_the_law_on_the_largest(tmp_path, capsys):
+    # g = 0.1 / (tokens per parameter / 10) at three sizes: the Chinchilla clock wins
+    leds = []
+    for N in (10_000, 100_000, 1_000_000):
+        recs = [pair_records(opt="muon", T=round(tpp * N / 1024), seed=0, n_params=N,
+                             g=1.0 / tpp) for tpp in (5, 10, 20)]
+        leds += ["--ledger", str(write_ledger(tmp_path / f"n{N}", recs))]
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e8", *leds,
+                 "--params", "2e6", "--json", "--quiet"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    c = r["transfer"]["choice"]
+    assert c["law"] == "tokens_per_param" and c["deciding_hold_out"] == "largest_size"
+    assert r["delay_cost"]["2bw"]["used"] == "tokens_per_param"
+    # 2x the largest size, 1e8 / 4096 = 24,414 steps: 1.25x the longest pilot run (19,531)
+    assert r["extrapolation"] is None and "Extrapolation" not in r["recommendation"]["why"]
+    assert r["delay_cost"]["2bw"]["gap_fraction"]["estimate"] == pytest.approx(
+        1 / (1e8 / 2e6), rel=1e-2)                # 50 tokens per parameter: g = 1/50
+
+
 def test_plan_pilot(capsys):
     assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e9", "--plan-pilot",
                  "--params", "3e8", "--json", "--quiet"]) == 0
