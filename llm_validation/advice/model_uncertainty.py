@@ -13,7 +13,7 @@ Algorithm
        when it cannot be fitted at the target, the first fitted law of ``steps``, ``theory``;
        its 95% interval is the *statistical* interval (residual scatter of its fit);
     3. the *model-uncertainty range* is ``[min, max]`` of the estimates of the fitted laws not
-       ruled out on the held-out scores; both ends become lag fractions on the pilot's
+       ruled out on the held-out scores, and of the law used (always); both ends become lag fractions on the pilot's
        synchronous curve and time-to-target ratios (:func:`model_time_ratios`);
     4. *extrapolation* (:func:`extrapolation`): the user's model more than
        :data:`EXTRAPOLATION_FACTOR` times the largest pilot size, or the horizon more than that
@@ -24,8 +24,8 @@ Assumptions
     how far the candidate readings of the same pilot disagree, not a probability.
 
 Guarantee
-    The chosen law's numbers are exactly what the law predicts; the range contains the chosen
-    law's estimate whenever that law is not ruled out.
+    The chosen law's numbers are exactly what the law predicts; the range always contains the
+    used law's estimate.
 
 Reference
     docs/advise.md, "Transfer across sizes".
@@ -76,7 +76,8 @@ def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode
         (law for law in FALLBACK_ORDER if law in preds), next(iter(preds)))
     p = preds[used]
     f = {k: lag_fraction_from_gap(ref.steps, ref.vals, v) for k, v in _iv(p).items()}
-    in_range = [law for law in choice["not_ruled_out"] if law in preds] or [used]
+    in_range = [law for law in LAWS if law in preds
+                and (law in choice["not_ruled_out"] or law == used)]
     lo = min(preds[law].estimate for law in in_range)
     hi = max(preds[law].estimate for law in in_range)
     model = {"laws": {law: preds[law].estimate for law in in_range},
