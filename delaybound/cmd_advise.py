@@ -2,8 +2,8 @@
 
 ``advise --optimizer NAME --stages P --microbatches M [--data-parallel D] (--from RUN_DIR |
 --model PRESET [hardware flags as simulate]) --tokens N [--pilot DIR] [--ledger DIR]
-[--params N] [--out DIR] [--json] [--plan-pilot]``: the simulator's throughput and memory of 2BW, 2BW + EF and the
-synchronous schedules at the user's shape, the predicted delay cost (lag and gap fraction, with
+[--params N] [--out DIR] [--json] [--plan-pilot]``: the simulator's throughput and memory of 2BW,
+2BW + EF and the synchronous schedules at the user's shape, the predicted delay cost (lag and gap fraction, with
 intervals) at the user's horizon from the pilot, the time to reach the synchronous final loss per
 schedule as a ratio to 1F1B, and a recommendation; with ``--out`` also ``DIR/advice.json`` and
 ``DIR/advice.png`` (predicted loss against wall-clock time). The delay cost's transfer law is
@@ -249,7 +249,8 @@ def register(subparsers: Any) -> None:
     a("--microbatches", type=int, required=True, help="microbatches per optimizer step M")
     a("--data-parallel", type=int, default=1, help="replicas D (1)")
     a("--tokens", type=_tokens, required=True, help="training horizon in tokens, e.g. 1e9")
-    a("--params", type=_positive("--params", "parameter count"), metavar="N", help="the model's parameter count (default: "
+    a("--params", type=_positive("--params", "parameter count"), metavar="N",
+      help="the model's parameter count (default: "
       "the --model preset's); the size-aware transfer laws and the extrapolation check read it")
     a("--plan-pilot", action="store_true", help="print the cheapest pilot (sizes, horizons, "
       "seeds) that lets advise choose its transfer law without extrapolating, and its cost")

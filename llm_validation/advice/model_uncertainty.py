@@ -13,7 +13,8 @@ Algorithm
        when it cannot be fitted at the target, the first fitted law of ``steps``, ``theory``;
        its 95% interval is the *statistical* interval (residual scatter of its fit);
     3. the *model-uncertainty range* is ``[min, max]`` of the estimates of the fitted laws not
-       ruled out on the held-out scores, and of the law used (always); both ends become lag fractions on the pilot's
+       ruled out on the held-out scores, and of the law used (always); both ends become lag
+       fractions on the pilot's
        synchronous curve and time-to-target ratios (:func:`model_time_ratios`);
     4. *extrapolation* (:func:`extrapolation`): the user's model more than
        :data:`EXTRAPOLATION_FACTOR` times the largest pilot size, or the horizon more than that

@@ -170,7 +170,8 @@ def law_joint(pairs: Sequence[Any], target: Target, level: float = LEVEL) -> Gap
     est, lo, hi, beta = ols_predict(X, y, xs, level)
     return GapPrediction(estimate=math.exp(est), lo=math.exp(lo), hi=math.exp(hi), n=len(use),
                          method="joint", detail={
-                             "law": "joint", "formula": LAW_TEXT["joint"], "trend": LAW_TEXT["joint"],
+                             "law": "joint", "formula": LAW_TEXT["joint"],
+                             "trend": LAW_TEXT["joint"],
                              "a": float(beta[0]), "size_exponent": float(beta[1]),
                              "tokens_per_param_exponent": float(beta[2]),
                              "sizes": sorted(set(N.tolist()))})

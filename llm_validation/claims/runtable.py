@@ -4,7 +4,8 @@ Read by ``delaybound advise`` (issue 19) and by anyone who wants to recompute a 
 contrast without the run directories. Record keys (documented in docs/reproduce.md):
 ``optimizer``, ``mode`` (``sync`` | ``delay`` | ``ef`` | ``other``: gradient-level EF, per-stage
 delays, synchronous phases, corrections), ``tau``, ``lam``, ``lr``, ``batch_size``, ``seq_len``,
-``steps``, ``tokens_per_step``, ``n_params`` (the model's parameter count, all counted; issue 28), ``seed``, ``status``, ``final_val_loss``, ``best_val_loss``,
+``steps``, ``tokens_per_step``, ``n_params`` (the model's parameter count, all counted; issue
+28), ``seed``, ``status``, ``final_val_loss``, ``best_val_loss``,
 ``val_curve`` (``[[step, val_loss], ...]``, the final evaluation included), ``partner`` (the
 synchronous same-seed partner's run name; None for synchronous runs), ``lag``
 (:meth:`llm_validation.validation.lag.Lag.to_dict` against the partner, or None), ``stats``

@@ -82,7 +82,8 @@ def test_ledger_json_text_and_figure(ledger, tmp_path, capsys):
                  str(ledger), "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "recommendation:" in text and "time to the synchronous final loss" in text
-    assert "model uncertainty (" in text and "transfer law: steps (the pilot's model sizes are unknown" in text
+    assert "model uncertainty (" in text
+    assert "transfer law: steps (the pilot's model sizes are unknown" in text
 
 
 def test_one_ledger_per_size_chooses_the_law_on_the_largest(tmp_path, capsys):
