@@ -4,7 +4,16 @@ Holds out, in turn, each horizon, each (optimizer, lr) and each optimizer of a l
 (delayed, synchronous) pairs, fits the predictors on the rest and predicts every held-out pair's
 final gap (:mod:`llm_validation.advice.loo`). Prints per hold-out kind and predictor the pairs,
 how many got a prediction, the factor-2 hit rate (over predicted pairs and over all pairs) and
-the worst misses; ``overall`` pools the three kinds.
+the worst misses; ``overall`` pools the three kinds. ``transfer`` (issue 28) scores the
+candidate transfer laws (:mod:`llm_validation.advice.transfer`) on the held-out largest size and
+longest horizon (:mod:`llm_validation.advice.transfer_choice`): per law and hold-out the hits
+within a factor 2 and the mean absolute log error, the law advise chooses, and ``acceptance``:
+the chosen law's hit rate on the held-out largest-size pairs against the 80% goal (or why it is
+not measurable).
+
+Re-run on the 20:1 ledgers: ``python benchmarks/bench_advise_loo.py --json --ledger R/n46k
+--ledger R/n113k --ledger R/n267k`` (``--runs``/``--ledger`` repeatable: their runs are pooled;
+``benchmarks/advise_rerun.py`` prints the same scores as markdown with the projection table).
 
 Usage: ``python benchmarks/bench_advise_loo.py --json [--runs DIR | --ledger DIR] [--rows]``
 (default ``--ledger docs/claims_tiny``; ``--runs`` reads run directories, e.g. the ledger's
@@ -21,6 +30,7 @@ from pathlib import Path
 
 from llm_validation.advice.loo import HOLDOUTS, evaluate
 from llm_validation.advice.pilot import load_pilot, pairs
+from llm_validation.advice.transfer_choice import transfer_summary
 
 __all__ = ["main", "DEFAULT_LEDGER"]
 
@@ -29,15 +39,19 @@ DEFAULT_LEDGER = Path(__file__).resolve().parents[1] / "docs" / "claims_tiny"
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", help="folder of run directories")
-    ap.add_argument("--ledger", help="ledger folder (claims.json with the per-run table)")
+    ap.add_argument("--runs", action="append", help="folder of run directories (repeatable)")
+    ap.add_argument("--ledger", action="append",
+                    help="ledger folder (claims.json with the per-run table; repeatable)")
     ap.add_argument("--rows", action="store_true", help="print every held-out pair too")
     ap.add_argument("--json", action="store_true", help="print JSON (the only output format)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
-        runs = load_pilot(pilot=args.runs, ledger=None if args.runs else
-                          (args.ledger or DEFAULT_LEDGER))
+        runs = []
+        for folder in args.runs or []:
+            runs += load_pilot(pilot=folder)
+        for folder in ([] if args.runs else args.ledger or [DEFAULT_LEDGER]):
+            runs += load_pilot(ledger=folder)
     except (ValueError, FileNotFoundError) as exc:
         print(f"bench_advise_loo: error: {exc}", file=sys.stderr)
         return 2
@@ -57,10 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.rows:
         for block in res["holdouts"].values():
             block.pop("rows")
-    out = {"benchmark": "advise_loo", "source": args.runs or str(args.ledger or DEFAULT_LEDGER),
+    transfer = transfer_summary(ps, rows=args.rows)
+    src = args.runs or [str(x) for x in (args.ledger or [DEFAULT_LEDGER])]
+    out = {"benchmark": "advise_loo", "source": src[0] if len(src) == 1 else src,
            "runs": len(runs), "pairs": len(ps),
            "modes": {m: sum(p.mode == m for p in ps) for m in ("delay", "ef")},
-           "overall": overall, **res, "seconds": time.perf_counter() - t0}
+           "overall": overall, **res, "transfer": transfer, "seconds": time.perf_counter() - t0}
     print(json.dumps(out, indent=2, default=str))
     return 0
 

@@ -2,11 +2,14 @@
 
 ``advise --optimizer NAME --stages P --microbatches M [--data-parallel D] (--from RUN_DIR |
 --model PRESET [hardware flags as simulate]) --tokens N [--pilot DIR] [--ledger DIR]
-[--out DIR] [--json]``: the simulator's throughput and memory of 2BW, 2BW + EF and the
-synchronous schedules at the user's shape, the predicted delay cost (lag and gap fraction, with
+[--params N] [--out DIR] [--json] [--plan-pilot]``: the simulator's throughput and memory of 2BW,
+2BW + EF and the synchronous schedules at the user's shape, the predicted delay cost (lag and gap fraction, with
 intervals) at the user's horizon from the pilot, the time to reach the synchronous final loss per
 schedule as a ratio to 1F1B, and a recommendation; with ``--out`` also ``DIR/advice.json`` and
-``DIR/advice.png`` (predicted loss against wall-clock time). Exit 0; 2 on bad input (one line).
+``DIR/advice.png`` (predicted loss against wall-clock time). The delay cost's transfer law is
+chosen on the pilot's held-out sizes, printed with the spread of the laws not ruled out
+("model uncertainty"); ``--plan-pilot`` prints instead the cheapest pilot that would let advise
+choose that law without extrapolating, and its cost. Exit 0; 2 on bad input (one line).
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from typing import Any
 
 from delaybound.output import check_out_dir, print_json
 
-__all__ = ["register", "cmd_advise", "compute", "demo_advice", "format_advice", "DEMO_ARGS",
+__all__ = ["register", "cmd_advise", "compute", "demo_advice", "format_advice", "format_plan",
+           "DEMO_ARGS",
            "DEFAULT_GPU_TFLOPS", "DEFAULT_LINK_GBPS"]
 
 #: ``--model`` hardware when no flag is given: the projection of docs/simulation.md (an H100 at
@@ -28,14 +32,19 @@ DEFAULT_GPU_TFLOPS = 400.0
 DEFAULT_LINK_GBPS = 400.0
 
 
-def _tokens(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid token count {text!r} (e.g. 1e9)") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"--tokens must be a positive number, got {text!r}")
-    return v
+def _positive(flag: str, what: str):
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {what} {text!r} (e.g. 1e9)") from None
+        if not v > 0 or v == float("inf"):
+            raise argparse.ArgumentTypeError(f"{flag} must be a positive number, got {text!r}")
+        return v
+    return parse
+
+
+_tokens = _positive("--tokens", "token count")
 
 
 def _say(enabled: bool):
@@ -73,7 +82,19 @@ def format_advice(r: dict[str, Any]) -> list[str]:
                    f" of the loss decrease ({d['used']} predictor, {d['pairs']} pilot pairs)")
         for k, p in d["predictions"].items():
             out.append(f"    {k}: gap fraction {p['estimate']:.3g} [{p['lo']:.3g}, {p['hi']:.3g}]"
-                       f" (n={p['n']}, trend {p['trend']})")
+                       f" (n={p['n']}, {p.get('formula', p['trend'])})")
+        for k, why in d.get("not_fitted", {}).items():
+            out.append(f"    {k}: not fitted ({why})")
+        m = d.get("model_uncertainty")
+        if m:
+            t = m.get("time_ratio")
+            out.append(f"    model uncertainty ({', '.join(m['laws'])}): gap "
+                       f"{m['gap_fraction']['lo']:.2%} to {m['gap_fraction']['hi']:.2%}, lag "
+                       f"{m['lag_fraction']['lo']:.1%} to {m['lag_fraction']['hi']:.1%}"
+                       + (f", time to target {t['lo']:.3g}x to {t['hi']:.3g}x 1F1B" if t else ""))
+    if "transfer" in r:
+        out.append(f"transfer law: {r['transfer']['choice']['law']} "
+                   f"({r['transfer']['choice']['reason']})")
     out.append("time to the synchronous final loss, ratio to 1F1B:")
     for name, t in sorted(r["time_to_target"].items(), key=lambda kv: kv[1]["ratio"]):
         iv = f" [{t['ratio_lo']:.3g}, {t['ratio_hi']:.3g}]" if "ratio_lo" in t else ""
@@ -81,6 +102,33 @@ def format_advice(r: dict[str, Any]) -> list[str]:
     out.append(f"recommendation: {r['recommendation']['schedule']}. {r['recommendation']['why']}")
     out += [f"note: {n}" for n in r["notes"]]
     return out
+
+
+def format_plan(r: dict[str, Any]) -> list[str]:
+    """The human-readable pilot plan (``--plan-pilot``)."""
+    t = r["target"]
+    out = [f"pilot plan for {t['params']:.3g} parameters, {t['tokens']:.3g} tokens "
+           f"({t['tokens_per_param']:.3g} per parameter, {t['steps']:.0f} steps; "
+           f"{t['device_hours']:.3g} device-hours simulated)",
+           f"{'parameters':>12} {'tokens/param':>13} {'steps':>8} {'seeds':>6} {'runs':>5} "
+           f"{'device-h':>9}  role"]
+    for x in r["runs"]:
+        out.append(f"{x['params']:>12,} {x['tokens_per_param']:>13.3g} {x['steps']:>8,} "
+                   f"{x['seeds']:>6} {x['runs']:>5} {x['device_hours']:>9.3g}  {x['held_out']}")
+    out.append(f"total: {r['total_runs']} runs (sync, 2BW, 2BW + EF per seed), "
+               f"{r['device_hours']:.3g} device-hours = {r['share_of_target']:.1%} of the target "
+               f"run; largest pilot size 1/{r['largest_factor']:g} of the target")
+    out.append(f"assumption: {r['assumption']}")
+    return out
+
+
+def _params(args: argparse.Namespace) -> float | None:
+    if args.params is not None:
+        return args.params
+    if args.model is not None:
+        from llm_validation.config import preset
+        return float(preset(args.model).n_params())
+    return None
 
 
 def compute(args: argparse.Namespace) -> dict[str, Any]:
@@ -92,19 +140,17 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     from llm_validation.rundir import write_json
     spec = AdviseSpec(optimizer=args.optimizer, stages=args.stages,
                       microbatches=args.microbatches, data_parallel=args.data_parallel,
-                      tokens=args.tokens)
+                      tokens=args.tokens, params=_params(args))
     if (args.model is None) == (args.from_dir is None):
         raise ValueError("give exactly one cost source: --model PRESET or --from RUN_DIR")
     check_out_dir("--out", args.out)
     if args.model is not None:
         check_stage_blocks(args.model, (spec.stages,))
-    if args.pilot is None and args.ledger is None:
+    if args.plan_pilot and spec.params is None:
+        raise ValueError("--plan-pilot needs the model size: --model PRESET or --params N")
+    if args.pilot is None and args.ledger is None and not args.plan_pilot:
         raise ValueError("give --pilot DIR (run directories) and/or --ledger DIR (claims.json)")
     say = _say(not args.quiet)
-    say("reading the pilot")
-    runs = load_pilot(pilot=args.pilot, ledger=args.ledger)
-    if not runs:
-        raise ValueError("the pilot holds no finished run")
     ns = argparse.Namespace(**vars(args))
     ns.unit_costs, ns.data_parallel = False, (args.data_parallel,)
     if args.model is not None:
@@ -114,6 +160,21 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     table = schedule_table(spec.stages, spec.microbatches, setup=setup, setup_ef=setup_ef,
                            batches=args.batches, chunks=args.chunks,
                            progress=lambda i, n, name: say(f"simulated {name} ({i}/{n})"))
+    if args.plan_pilot:
+        from llm_validation.advice.pilot_plan import plan_pilot
+        ref = table["1f1b"]
+        devices = spec.stages * spec.data_parallel
+        return {"plan_pilot": plan_pilot(
+            params=spec.params, tokens=spec.tokens, tokens_per_step=ref["tokens_per_step"],
+            device_seconds_per_step=ref["steady_step_time_s"] * devices,
+            largest_factor=args.plan_factor),
+            "cost_source": setup["source"]}
+    say("reading the pilot")
+    runs = load_pilot(pilot=args.pilot)
+    for ledger in args.ledger or []:          # one ledger per model size: their runs are pooled
+        runs += load_pilot(ledger=ledger)
+    if not runs:
+        raise ValueError("the pilot holds no finished run")
     result = advise(spec, runs, table, progress=say)
     result["cost_source"] = setup["source"]
     if args.out:
@@ -164,6 +225,9 @@ def cmd_advise(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
         return 0
+    if "plan_pilot" in result:
+        print("\n".join(format_plan(result["plan_pilot"])))
+        return 0
     print("\n".join(format_advice(result)))
     if "files" in result:
         print(f"wrote {result['files']['json']} and {result['files']['figure']}")
@@ -185,8 +249,18 @@ def register(subparsers: Any) -> None:
     a("--microbatches", type=int, required=True, help="microbatches per optimizer step M")
     a("--data-parallel", type=int, default=1, help="replicas D (1)")
     a("--tokens", type=_tokens, required=True, help="training horizon in tokens, e.g. 1e9")
+    a("--params", type=_positive("--params", "parameter count"), metavar="N",
+      help="the model's parameter count (default: "
+      "the --model preset's); the size-aware transfer laws and the extrapolation check read it")
+    a("--plan-pilot", action="store_true", help="print the cheapest pilot (sizes, horizons, "
+      "seeds) that lets advise choose its transfer law without extrapolating, and its cost")
+    a("--plan-factor", type=_positive("--plan-factor", "factor"), default=10.0, metavar="F",
+      help="--plan-pilot's largest pilot size: 1/F of the model (10; above 10 advise will say "
+           "extrapolation)")
     a("--pilot", metavar="DIR", help="folder of run directories: sync + 2BW (+EF) pairs")
-    a("--ledger", metavar="DIR", help="ledger folder whose claims.json has the per-run table")
+    a("--ledger", metavar="DIR", action="append",
+      help="ledger folder whose claims.json has the per-run table (repeatable: one per model "
+           "size, pooled)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--from", dest="from_dir", metavar="RUN_DIR",
                      help="costs measured by a --profile pipeline run (RUN_DIR/profile.json)")

@@ -13,6 +13,10 @@ Algorithm
     3. Time to the synchronous final loss per schedule, as a ratio to 1F1B with an interval
        (:func:`~llm_validation.advice.time_to_target.ratios_to_reference`); the recommendation
        is the schedule with the smallest estimate, and why, in two sentences.
+    Across sizes (issue 28): step 2's law is the transfer law chosen on held-out sizes
+    (:mod:`~llm_validation.advice.transfer_choice`), printed with the spread of the laws not
+    ruled out and its time-to-target range (:mod:`~llm_validation.advice.model_uncertainty`);
+    beyond 10x the pilot's size or horizon the recommendation says "Extrapolation".
 
 Assumptions
     Those of the three modules; the pilot's loss curve stands for the shape of the user's run.
@@ -32,10 +36,14 @@ from typing import Any, Callable, Sequence
 
 from llm_validation.advice.delay_term import FAMILIES, calibrate, predict_theory
 from llm_validation.advice.horizon import GapPrediction, predict_empirical
+from llm_validation.advice.model_uncertainty import (extrapolation, model_time_ratios,
+                                                     transfer_delay_cost)
 from llm_validation.advice.pilot import DelayPair, PilotRun, SyncReference, pairs, sync_curve
 from llm_validation.advice.throughput import DELAYED_ADVISED, SYNC_ADVISED
 from llm_validation.advice.time_to_target import (REFERENCE, lag_fraction_from_gap,
                                                   ratios_to_reference)
+from llm_validation.advice.transfer import Target
+from llm_validation.advice.transfer_choice import choose, score_laws
 
 __all__ = ["MODES", "AdviseSpec", "predict_delay_cost", "advise", "recommendation"]
 
@@ -57,6 +65,8 @@ class AdviseSpec:
     """Replicas D."""
     tokens: float
     """Training horizon in tokens N."""
+    params: float | None = None
+    """The user's model size in parameters (all counted); None when unknown."""
 
     def __post_init__(self) -> None:
         if self.optimizer not in FAMILIES:
@@ -70,6 +80,9 @@ class AdviseSpec:
         if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens)
                 and self.tokens > 0):
             raise ValueError(f"--tokens must be a positive number, got {self.tokens!r}")
+        if self.params is not None and not (isinstance(self.params, (int, float))
+                                            and math.isfinite(self.params) and self.params > 0):
+            raise ValueError(f"--params must be a positive number, got {self.params!r}")
 
 
 def _interval_fractions(pred: GapPrediction, ref: SyncReference) -> dict[str, float]:
@@ -144,11 +157,16 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
     if S < pilot_T:
         raise ValueError(f"--tokens {spec.tokens:g} is {S:.0f} steps of {per_step} tokens, "
                          f"shorter than the pilot's {pilot_T}-step horizon")
+    if progress is not None:
+        progress("choosing the transfer law on held-out sizes and horizons")
+    scores = score_laws(all_pairs)
+    choice = choose(scores)
+    target = Target(steps=S, tokens_per_step=per_step, n_params=spec.params)
     delay: dict[str, Any] = {}
     for name, mode in MODES.items():
         if progress is not None:
             progress(f"predicting the delay cost of {name}")
-        d = predict_delay_cost(all_pairs, ref, spec.optimizer, mode, S)
+        d = transfer_delay_cost(all_pairs, ref, spec.optimizer, mode, target, choice)
         if d is not None:
             delay[name] = d
     if "2bw" not in delay:
@@ -158,6 +176,14 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
     step_times = {k: v["steady_step_time_s"] for k, v in table.items() if "skipped" not in v}
     step_times = {k: v for k, v in step_times.items() if k in SYNC_ADVISED or k in delay}
     ttt = ratios_to_reference(step_times, S, {k: v["lag_fraction"] for k, v in delay.items()})
+    for k, v in model_time_ratios(step_times, S, delay).items():
+        delay[k]["model_uncertainty"]["time_ratio"] = v
+    sizes = [r.n_params for r in runs if r.optimizer == spec.optimizer and r.n_params]
+    extra = extrapolation(pilot_params=max(sizes, default=None), pilot_steps=pilot_T,
+                          target=target, law=delay["2bw"]["used"])
+    rec = recommendation(ttt, table, delay)
+    if extra is not None:
+        rec["why"] = f"{rec['why']} {extra['text']}."
     notes = []
     if "2bw+ef" not in delay:
         notes.append("no 2BW + EF prediction: the pilot has no EF pair of this optimizer and no "
@@ -171,4 +197,5 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
                       "reference_curve": [[float(a), float(b)] for a, b in
                                           zip(ref.steps, ref.vals)]},
             "throughput": table, "delay_cost": delay, "time_to_target": ttt,
-            "recommendation": recommendation(ttt, table, delay), "notes": notes}
+            "transfer": {"choice": choice, "held_out": scores, "params": spec.params},
+            "extrapolation": extra, "recommendation": rec, "notes": notes}

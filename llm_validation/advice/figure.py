@@ -5,7 +5,9 @@ tokenizer), mapped onto the user's horizon by the fraction of the run: a synchro
 step ``s`` of ``S`` has the reference loss at ``s / S`` of its run, at time ``s step_time``. A
 delayed schedule at step ``s`` is worth ``s (1 - f)`` synchronous steps (the effective-steps model
 of :mod:`llm_validation.advice.time_to_target`), so its line is the same curve stretched by
-``1 / (1 - f)`` in steps; its band comes from the lag fraction's interval. The dashed line is the
+``1 / (1 - f)`` in steps; its band comes from the lag fraction's interval, and a thin dotted
+line of its colour is the far end of the model-uncertainty range (the transfer law not ruled out
+with the largest lag, when that is beyond the band). The dotted gray line is the
 target (the synchronous final loss). It is a projection: only the pilot was measured.
 """
 
@@ -73,12 +75,23 @@ def plot_advice(result: dict[str, Any], path: str | Path, *, title: str) -> Path
                 yhi = np.interp(x, hi[0], hi[1], right=hi[1][-1])
                 ax.fill_between(x, np.minimum(ylo, yhi), np.maximum(ylo, yhi),
                                 color=COLORS.get(name), alpha=0.15, lw=0)
+            m = d.get("model_uncertainty")
+            far = _curve(steps, vals, S, t, m["lag_fraction"]["hi"]) if m else None
+            if far is not None and m["lag_fraction"]["hi"] > f["hi"]:
+                worst = max(m["laws"], key=m["laws"].get)
+                ax.plot(*far, color=COLORS.get(name), lw=1.0, ls=":",
+                        label=f"{name}, laws' range end ({worst}): "
+                              f"{m['time_ratio']['hi']:.3g}x 1F1B")
     ax.axhline(vals[-1], color="gray", ls=":", lw=1, label="target: synchronous final loss")
     ax.set_xlabel("wall-clock time (hours, simulated steady step times)")
     ax.set_ylabel("predicted validation loss (pilot's units: nats per token of its tokenizer)")
     top = float(np.interp(ZOOM_FROM, steps / steps[-1], vals))
     ax.set_ylim(vals[-1] - 0.05 * (top - vals[-1]), top)
     xmax = max(ttt[k].get("time_s_hi", ttt[k]["time_s"]) for k in ttt)
+    ref = ttt["1f1b"]["time_s"] / ttt["1f1b"]["ratio"] if "1f1b" in ttt else 0.0
+    xmax = max([xmax] + [d["model_uncertainty"]["time_ratio"]["hi"] * ref
+                         for d in result["delay_cost"].values()
+                         if "time_ratio" in d.get("model_uncertainty", {})])
     xmax = min(xmax, 3 * max(ttt[k]["time_s"] for k in ttt)) / 3600.0
     if math.isfinite(xmax) and xmax > 0:
         ax.set_xlim(0, 1.05 * xmax)

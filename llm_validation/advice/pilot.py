@@ -33,7 +33,8 @@ from llm_validation.rundir import read_json
 from llm_validation.validation.lag import Lag, lag
 from llm_validation.validation.runs import STATS_FROM_FRACTION, stat_means
 
-__all__ = ["STATS_FROM_FRACTION", "PilotRun", "DelayPair", "stat_means", "runs_from_dirs",
+__all__ = ["STATS_FROM_FRACTION", "PilotRun", "DelayPair", "stat_means", "model_params",
+           "runs_from_dirs",
            "runs_from_claims", "load_pilot", "pairs", "SyncReference", "sync_curve"]
 
 
@@ -74,6 +75,8 @@ class PilotRun:
     """The synchronous same-seed partner's name (delayed runs)."""
     plain: bool = True
     """False for runs with a synchronous phase or a correction (never paired)."""
+    n_params: int | None = None
+    """The model's parameter count, all counted (Chinchilla's way); None when unknown."""
 
     @property
     def tokens_per_step(self) -> int:
@@ -113,6 +116,17 @@ class DelayPair:
         return self.delayed.steps
 
     @property
+    def n_params(self) -> int | None:
+        """The model's parameter count (None when the source did not say)."""
+        return self.delayed.n_params
+
+    @property
+    def tokens_per_param(self) -> float | None:
+        """Training tokens per parameter of the pair (None without ``n_params``)."""
+        n = self.delayed.n_params
+        return None if not n else self.horizon * self.delayed.tokens_per_step / n
+
+    @property
     def gap(self) -> float:
         return self.lag.gap
 
@@ -131,6 +145,20 @@ def _num(x: Any) -> float:
     if isinstance(x, str):
         return float(x)
     return float("nan") if x is None else float(x)
+
+
+def model_params(model: Mapping[str, Any] | str | None) -> int | None:
+    """Parameter count of a run config's ``model`` section (or of a preset name); None when it
+    cannot be built."""
+    from llm_validation.config import ModelConfig, preset
+    try:
+        if isinstance(model, str):
+            return preset(model).n_params()
+        if isinstance(model, Mapping):
+            return ModelConfig(**dict(model)).n_params()
+    except (TypeError, ValueError, KeyError):
+        return None
+    return None
 
 
 def runs_from_dirs(paths: Sequence[str | Path]) -> list[PilotRun]:
@@ -153,7 +181,7 @@ def runs_from_dirs(paths: Sequence[str | Path]) -> list[PilotRun]:
             seq_len=int(r.config.get("data", {}).get("seq_len", 0)), steps=r.steps,
             seed=r.seed, final_val=float(r.final_val), val_curve=tuple(curve),
             stats=stat_means(r.rows, r.steps), partner=partner.name if partner else None,
-            plain=plain))
+            plain=plain, n_params=model_params(r.config.get("model"))))
     return out
 
 
@@ -166,6 +194,8 @@ def runs_from_claims(path: str | Path) -> list[PilotRun]:
     if not isinstance(table, Mapping) or not table:
         raise ValueError(f"{path}: no per-run table (top-level \"runs\"); re-assemble the ledger "
                          f"with delaybound reproduce")
+    settings = data.get("settings") if isinstance(data.get("settings"), Mapping) else {}
+    ledger_params = model_params(settings.get("model"))      # older tables: the scale's preset
     out = []
     for name, rec in sorted(table.items()):
         try:
@@ -185,7 +215,8 @@ def runs_from_claims(path: str | Path) -> list[PilotRun]:
                 batch_size=int(rec["batch_size"]), seq_len=int(rec["seq_len"]),
                 steps=int(rec["steps"]), seed=int(rec["seed"]), final_val=final,
                 val_curve=curve, stats={k: _num(v) for k, v in (rec.get("stats") or {}).items()},
-                partner=rec.get("partner"), plain=plain))
+                partner=rec.get("partner"), plain=plain,
+                n_params=int(rec["n_params"]) if rec.get("n_params") else ledger_params))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: run {name!r}: bad record ({exc})") from None
     return out

@@ -4,7 +4,8 @@ Read by ``delaybound advise`` (issue 19) and by anyone who wants to recompute a 
 contrast without the run directories. Record keys (documented in docs/reproduce.md):
 ``optimizer``, ``mode`` (``sync`` | ``delay`` | ``ef`` | ``other``: gradient-level EF, per-stage
 delays, synchronous phases, corrections), ``tau``, ``lam``, ``lr``, ``batch_size``, ``seq_len``,
-``steps``, ``tokens_per_step``, ``seed``, ``status``, ``final_val_loss``, ``best_val_loss``,
+``steps``, ``tokens_per_step``, ``n_params`` (the model's parameter count, all counted; issue
+28), ``seed``, ``status``, ``final_val_loss``, ``best_val_loss``,
 ``val_curve`` (``[[step, val_loss], ...]``, the final evaluation included), ``partner`` (the
 synchronous same-seed partner's run name; None for synchronous runs), ``lag``
 (:meth:`llm_validation.validation.lag.Lag.to_dict` against the partner, or None), ``stats``
@@ -44,6 +45,15 @@ def mean_stats(r: RunRecord, skip: float = STATS_SKIP) -> dict[str, Any]:
     return {k: number(v) for k, v in stat_means(r.rows, r.steps, skip).items()}
 
 
+def _n_params(r: RunRecord) -> int | None:
+    """The run's parameter count from its config's model section (None when absent)."""
+    from llm_validation.config import ModelConfig
+    try:
+        return ModelConfig(**dict(r.config.get("model") or {})).n_params()
+    except (TypeError, ValueError):
+        return None
+
+
 def _record(r: RunRecord, partner: RunRecord | None) -> dict[str, Any]:
     run = r.config.get("run", {})
     seq = int(r.config.get("data", {}).get("seq_len", 0))
@@ -53,6 +63,7 @@ def _record(r: RunRecord, partner: RunRecord | None) -> dict[str, Any]:
     return {"optimizer": r.optimizer, "mode": run_mode(r), "tau": r.tau, "lam": r.lam,
             "lr": r.lr, "batch_size": r.batch_size, "seq_len": seq, "steps": r.steps,
             "tokens_per_step": r.batch_size * seq * int(run.get("data_parallel", 1) or 1),
+            "n_params": _n_params(r),
             "seed": r.seed, "status": r.status,
             "final_val_loss": None if r.final_val is None else number(r.final_val),
             "best_val_loss": None if best is None else number(float(best)),

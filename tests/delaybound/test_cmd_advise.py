@@ -70,7 +70,7 @@ def test_ledger_json_text_and_figure(ledger, tmp_path, capsys):
     r = json.loads(capsys.readouterr().out)
     assert set(r["throughput"]) == {"1f1b", "gpipe", "interleaved-1f1b", "zb-h1", "2bw", "2bw+ef"}
     d = r["delay_cost"]["2bw"]
-    assert d["predictions"]["empirical"]["trend"] == "log g = a + b log T"   # two horizons
+    assert d["predictions"]["steps"]["trend"] == "log g = a + b log T"   # two horizons
     f = {k: math.inf if v is None else v for k, v in d["lag_fraction"].items()}  # JSON: inf -> null
     assert f["lo"] <= f["estimate"] <= f["hi"]
     t = r["time_to_target"]["2bw"]
@@ -82,6 +82,39 @@ def test_ledger_json_text_and_figure(ledger, tmp_path, capsys):
                  str(ledger), "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "recommendation:" in text and "time to the synchronous final loss" in text
+    assert "model uncertainty (" in text
+    assert "transfer law: steps (the pilot's model sizes are unknown" in text
+
+
+def test_one_ledger_per_size_chooses_the_law_on_the_largest(tmp_path, capsys):
+    # g = 0.1 / (tokens per parameter / 10) at three sizes: the Chinchilla clock wins
+    leds = []
+    for N in (10_000, 100_000, 1_000_000):
+        recs = [pair_records(opt="muon", T=round(tpp * N / 1024), seed=0, n_params=N,
+                             g=1.0 / tpp) for tpp in (5, 10, 20)]
+        leds += ["--ledger", str(write_ledger(tmp_path / f"n{N}", recs))]
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e8", *leds,
+                 "--params", "2e6", "--json", "--quiet"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    c = r["transfer"]["choice"]
+    assert c["law"] == "tokens_per_param" and c["deciding_hold_out"] == "largest_size"
+    assert r["delay_cost"]["2bw"]["used"] == "tokens_per_param"
+    # 2x the largest size, 1e8 / 4096 = 24,414 steps: 1.25x the longest pilot run (19,531)
+    assert r["extrapolation"] is None and "Extrapolation" not in r["recommendation"]["why"]
+    assert r["delay_cost"]["2bw"]["gap_fraction"]["estimate"] == pytest.approx(
+        1 / (1e8 / 2e6), rel=1e-2)                # 50 tokens per parameter: g = 1/50
+
+
+def test_plan_pilot(capsys):
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e9", "--plan-pilot",
+                 "--params", "3e8", "--json", "--quiet"]) == 0
+    plan = json.loads(capsys.readouterr().out)["plan_pilot"]
+    assert plan["runs"][0]["params"] == 30_000_000 and plan["total_runs"] == 45
+    assert 0 < plan["share_of_target"] < 1
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e9", "--plan-pilot",
+                 "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "largest size" in text and "assumption:" in text
 
 
 def test_round_trip_from_a_real_tiny_pilot(tmp_path, capsys):
@@ -95,9 +128,13 @@ def test_round_trip_from_a_real_tiny_pilot(tmp_path, capsys):
     r = json.loads(capsys.readouterr().out)
     assert r["pilot"]["pairs"] == 1 and r["pilot"]["reference_horizon"] == 8
     d = r["delay_cost"]["2bw"]
-    assert d["pairs"] == 1 and set(d["predictions"]) == {"empirical", "theory"}
+    assert d["pairs"] == 1 and set(d["predictions"]) == {"steps", "tokens_per_param", "theory"}
+    assert "one model size" in d["not_fitted"]["joint"]
     # one pair: a point prediction whose interval the data cannot bound
-    assert d["predictions"]["empirical"]["lo"] is None            # -inf printed as null
+    assert d["predictions"]["steps"]["lo"] is None            # -inf printed as null
+    # a one-layer pilot for a 1e8-token run of a preset: the recommendation says extrapolation
+    assert r["extrapolation"]["size_factor"] > 10
+    assert "Extrapolation: the model is" in r["recommendation"]["why"]
     assert r["time_to_target"]["2bw"]["ratio"] > 0 and "2bw+ef" not in r["delay_cost"]
 
 

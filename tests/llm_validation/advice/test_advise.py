@@ -30,7 +30,7 @@ def test_ratios_and_recommendation_by_hand(tmp_path):
     assert r["target_steps"] == 1000
     # lag 10% of the run (linear curve), 2BW 1.25x faster: 1 / (0.9 * 1.25) = 0.8889
     d = r["delay_cost"]["2bw"]
-    assert d["used"] == "empirical" and d["lag_fraction"]["estimate"] == pytest.approx(0.1)
+    assert d["used"] == "steps" and d["lag_fraction"]["estimate"] == pytest.approx(0.1)
     assert d["lag_steps"]["estimate"] == pytest.approx(100)
     assert r["time_to_target"]["2bw"]["ratio"] == pytest.approx(1 / (0.9 * 1.25), abs=EXACT)
     assert r["time_to_target"]["2bw+ef"]["ratio"] == pytest.approx(1 / (0.96 * 1.25), abs=EXACT)

@@ -12,6 +12,7 @@ from llm_validation.claims.ledger import RUNS_DIR, assemble, write_ledger
 from llm_validation.claims.plan import build_plan, execute
 from llm_validation.claims.registry import get_claims
 from llm_validation.claims.scales import get_scale
+from llm_validation.config import preset
 from tests.llm_validation.claims.scenarios import SCENARIOS, stats_for
 from tests.llm_validation.claims.synthetic import write_runs
 
@@ -23,7 +24,7 @@ KIND_IDS = ("adamw-vs-muon", "ef-halves-gap", "momentum-direction", "weight-deca
 #: Keys the per-run table promises to ``delaybound advise`` (docs/reproduce.md).
 RUN_KEYS = {"optimizer", "mode", "tau", "lam", "lr", "batch_size", "seq_len", "steps",
             "tokens_per_step", "seed", "status", "final_val_loss", "best_val_loss",
-            "val_curve", "partner", "lag", "stats"}
+            "val_curve", "partner", "lag", "stats", "n_params"}
 
 
 def _ledger(tmp_path, ids=IDS, which=None):
@@ -115,6 +116,7 @@ def test_the_per_run_table(tmp_path):
             assert runs[rec["partner"]]["seed"] == rec["seed"]
             assert set(rec["lag"]) >= {"steps", "fraction", "gap_fraction"}
         assert rec["val_curve"][-1][0] == rec["steps"]
+        assert rec["n_params"] == preset("tiny").n_params()         # the runs' model section
 
 
 def test_the_ledger_decides_at_the_seeds_policys_level(tmp_path):

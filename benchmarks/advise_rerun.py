@@ -1,0 +1,84 @@
+"""Re-run issue 28's evidence on a set of ledgers: the transfer laws' held-out scores, advise's
+choice, the acceptance reading and the README projection table, in one command.
+
+For the 20:1 size ladder (docs/size_ladder.md), once its ledgers are assembled::
+
+    python benchmarks/advise_rerun.py --ledger R/n46k --ledger R/n113k --ledger R/n267k
+
+(``--ledger`` repeatable: every ledger's per-run table is pooled, one model size each; default
+``docs/claims_tiny``, one size). Prints markdown (``--json`` for the numbers): per hold-out
+(largest size, longest horizon) and law the factor-2 hits and the mean absolute log error, the
+law advise uses with its reason and the laws ruled out, whether the chosen law meets the goal
+(>= 80% of the held-out largest-size pairs within a factor 2), and the projection table of
+:mod:`advise_projection` computed on the same pooled ledgers. The numbers go into
+docs/advise.md ("Transfer across sizes") and README.md ("Should I use 2BW?").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from advise_projection import markdown, rows  # noqa: E402
+from bench_advise_loo import DEFAULT_LEDGER  # noqa: E402
+
+__all__ = ["main", "scores_markdown"]
+
+
+def scores_markdown(t: dict[str, Any]) -> list[str]:
+    """The held-out score table, the choice and the acceptance, as markdown lines."""
+    h = t["held_out"]
+    out = ["| hold out | law | predicted / pairs | within x2 | mean abs log error |",
+           "|---|---|---|---|---|"]
+    for kind in ("largest_size", "longest_horizon"):
+        if "skipped" in h[kind]:
+            out.append(f"| {kind} | - | skipped: {h[kind]['skipped']} | | |")
+            continue
+        for law in h["laws"]:
+            s = h[kind][law]
+            err = s["mean_abs_log_error"]
+            out.append(f"| {kind} ({h[kind]['held_out']}) | {law} | {s['predicted']} / "
+                       f"{s['pairs']} | {s['hits']} | {'-' if err is None else f'{err:.2f}'} |")
+    c, a = t["choice"], t["acceptance"]
+    out += ["", f"advise uses **{c['law']}**: {c['reason']}. Not ruled out: "
+            f"{', '.join(c['not_ruled_out'])}; ruled out: "
+            + ("; ".join(f"{k} ({v})" for k, v in c["ruled_out"].items()) or "none") + "."]
+    if a["measurable"]:
+        out.append(f"Acceptance: {a['law']} within a factor 2 on {a['hits']}/{a['pairs']} "
+                   f"held-out largest-size pairs ({a['hit_rate_all']:.0%}; goal "
+                   f"{a['goal']:.0%}: {'met' if a['met'] else 'not met'}).")
+    else:
+        out.append(f"Acceptance not measurable: {a['reason']}.")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from llm_validation.advice.pilot import load_pilot, pairs
+    from llm_validation.advice.transfer_choice import transfer_summary
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ledger", action="append", help="ledger folder (repeatable)")
+    ap.add_argument("--optimizer", default="muon", help="the projection's optimizer")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    ledgers = args.ledger or [str(DEFAULT_LEDGER)]
+    try:
+        runs = [r for led in ledgers for r in load_pilot(ledger=led)]
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"advise_rerun: error: {exc}", file=sys.stderr)
+        return 2
+    t = transfer_summary(pairs(runs))
+    table = rows(ledgers, args.optimizer, [8, 16, 32], [1e9, 1e10])
+    if args.json:
+        print(json.dumps({"ledgers": ledgers, "transfer": t, "projection": table}, indent=1,
+                         default=str))
+    else:
+        print("\n".join(scores_markdown(t) + [""] + markdown(table)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+"""The one-command re-run's score table and acceptance line, on a synthetic three-size pilot."""
+
+from __future__ import annotations
+
+from benchmarks import advise_rerun
+from llm_validation.advice.transfer_choice import transfer_summary
+from tests.llm_validation.advice.synthetic_pairs import make_pairs
+
+
+def test_scores_table_and_acceptance():
+    pts = [(round(tpp * N / 1024), N, 1.0 / tpp) for N in (10_000, 100_000, 1_000_000)
+           for tpp in (5, 10, 20)]
+    t = transfer_summary(make_pairs(pts)[1])
+    a = t["acceptance"]
+    assert a["measurable"] and a["law"] == "tokens_per_param" and a["hits"] == a["pairs"] == 3
+    assert a["met"] and t["sizes"] == [10_000, 100_000, 1_000_000]
+    md = "\n".join(advise_rerun.scores_markdown(t))
+    assert "| largest_size (N=1,000,000) | tokens_per_param | 3 / 3 | 3 |" in md
+    assert "advise uses **tokens_per_param**" in md and "goal 80%: met" in md
+    one = transfer_summary(make_pairs([(T, 1000, 0.1) for T in (100, 200)])[1])
+    assert "Acceptance not measurable: one model size" in "\n".join(
+        advise_rerun.scores_markdown(one))
