@@ -128,6 +128,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if not args.out:
         raise ValueError("--out DIR is required (or --list)")
     check_out_dir("--out", args.out)
+    from llm_validation.folder_lock import folder_lock
+    with folder_lock(args.out, "reproduce"):   # one writer per --out (its sweeps lock runs/)
+        return _reproduce(args)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
     policy = _policy(args)
     plan = _plan(args, measure=True)
     if plan.device == "cuda":
@@ -140,11 +146,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     threads = _threads(args)
     runs_dir = os.path.join(args.out, RUNS_DIR)
     errors: list[str] = []
+    trained = [0]              # every stage's runs, the lr sweep's included
 
     def train(p):
         s = execute(p, runs_dir, jobs=args.jobs, threads=threads, progress=not args.quiet,
                     keep_checkpoints=args.keep_checkpoints)
         errors.extend(s.errors)
+        trained[0] += s.ran
         return s
 
     if not args.quiet:
@@ -185,7 +193,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"\nthe paper's claims: {c['pass']} pass, {c['fail']} fail, {c['inconclusive']} "
               f"inconclusive; the theory's statements: {t['pass']} pass, {t['fail']} fail, "
               f"{t['inconclusive']} inconclusive; "
-              f"trained {summary.ran}, reused {summary.reused} runs; "
+              f"trained {trained[0]} runs (all stages), reused {summary.reused} of the "
+              "claims' runs; "
               f"ledger: {os.path.join(args.out, 'claims.md')}")
     for e in errors:
         print(f"delaybound reproduce: run failed: {e}", file=sys.stderr)
