@@ -34,10 +34,11 @@ from llm_validation.advice.delay_term import FAMILIES, calibrate, predict_theory
 from llm_validation.advice.horizon import GapPrediction, predict_empirical
 from llm_validation.advice.pilot import DelayPair, PilotRun, SyncReference, pairs, sync_curve
 from llm_validation.advice.throughput import DELAYED_ADVISED, SYNC_ADVISED
-from llm_validation.advice.time_to_target import (REFERENCE, lag_fraction_from_gap,
-                                                  ratios_to_reference)
+from llm_validation.advice.time_to_target import (MIN_LAG_FRACTION, REFERENCE,
+                                                  lag_fraction_from_gap, ratios_to_reference)
 
-__all__ = ["MODES", "AdviseSpec", "predict_delay_cost", "advise", "recommendation"]
+__all__ = ["MODES", "AdviseSpec", "predict_delay_cost", "advise", "recommendation",
+           "one_horizon_warnings"]
 
 #: Delayed schedule -> the pilot's run mode that measures it.
 MODES = {"2bw": "delay", "2bw+ef": "ef"}
@@ -120,15 +121,40 @@ def recommendation(ttt: dict[str, Any], table: dict[str, Any],
                 "no delay cost could be predicted")
     if best in DELAYED_ADVISED:
         r = ttt[best]
+        clip = "*" if delay[best]["lag_fraction"]["lo"] <= MIN_LAG_FRACTION else ""
         first = (f"Use {best}: it reaches the synchronous final loss in {r['ratio']:.3g}x the "
-                 f"time of 1F1B [{r['ratio_lo']:.3g}, {r['ratio_hi']:.3g}].")
+                 f"time of 1F1B [{r['ratio_lo']:.3g}{clip}, {r['ratio_hi']:.3g}].")
         doubt = ("" if r["ratio_hi"] < ttt[sync_best]["ratio"] else
                  f"; the interval reaches {sync_best}'s {ttt[sync_best]['ratio']:.3g}x, so the "
                  f"gain is not certain")
         return {"schedule": best, "why": f"{first} {why_cost}{doubt}."}
+    two_r = ttt["2bw"]["ratio"]
     first = (f"Use {best}: it reaches the target in {ttt[best]['ratio']:.3g}x the time of 1F1B, "
-             f"ahead of 2BW's predicted {ttt['2bw']['ratio']:.3g}x.")
+             f"ahead of 2BW's predicted {two_r:.3g}x.")
+    if two_r < 1:      # the lag is repaid against 1F1B; another synchronous schedule is faster
+        return {"schedule": best, "why": f"{first} {why_cost}: the faster step more than repays "
+                                         f"that lag against 1F1B, but {best} is faster still "
+                                         "with no delay."}
     return {"schedule": best, "why": f"{first} {why_cost}, more than the faster step repays."}
+
+
+def one_horizon_warnings(delay: dict[str, Any], optimizer: str, pilot_horizon: int,
+                         target_steps: float) -> list[str]:
+    """A warning per delayed mode whose empirical prediction has no trend (the pilot's pairs of
+    this optimizer all have one horizon): its gap fraction is carried unchanged to the target
+    horizon, which over-predicts a gap that shrinks with the horizon (docs/advise.md)."""
+    out = []
+    for name, d in delay.items():
+        emp = d["predictions"].get("empirical", {})
+        if d["used"] == "empirical" and str(emp.get("trend", "")).startswith("none"):
+            hs = ", ".join(f"{h:g}" for h in emp.get("horizons", [pilot_horizon]))
+            out.append(f"WARNING: {name}: the pilot's {optimizer} pairs all have one horizon "
+                       f"({hs} steps), so their gap fraction is carried unchanged to "
+                       f"{target_steps:,.0f} steps (no trend). Gaps that shrink with the horizon "
+                       "are then over-predicted (docs/advise.md: Muon held out at one horizon was "
+                       "predicted 20-40x too large at 1600 steps): read this row as a pessimistic "
+                       "bound, or give a pilot with several horizons (e.g. --ledger).")
+    return out
 
 
 def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str, Any]],
@@ -158,7 +184,7 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
     step_times = {k: v["steady_step_time_s"] for k, v in table.items() if "skipped" not in v}
     step_times = {k: v for k, v in step_times.items() if k in SYNC_ADVISED or k in delay}
     ttt = ratios_to_reference(step_times, S, {k: v["lag_fraction"] for k, v in delay.items()})
-    notes = []
+    notes = one_horizon_warnings(delay, spec.optimizer, ref.horizon, S)
     if "2bw+ef" not in delay:
         notes.append("no 2BW + EF prediction: the pilot has no EF pair of this optimizer and no "
                      "EF calibration pair of its family")
