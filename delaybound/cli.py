@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
             "verification, and real training with gradient statistics."
         ),
     )
+    from delaybound import __version__
+    parser.add_argument("--version", action="version", version=f"delaybound {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
