@@ -72,8 +72,9 @@ def _clip_note() -> str:
             "1F1B computed from a clipped lag is clipped too")
 
 
-def format_advice(r: dict[str, Any]) -> list[str]:
-    """The human-readable advice (also the demo report's closing section)."""
+def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
+    """The human-readable advice (also the demo report's closing section; ``warnings=False``:
+    without the WARNING notes, which the report prints in bold above the block)."""
     out = [f"advise: {r['optimizer']}, P={r['stages']} M={r['microbatches']} "
            f"D={r['data_parallel']}, {r['tokens']:.3g} tokens = {r['target_steps']:.0f} steps of "
            f"{r['tokens_per_step']} tokens",
@@ -111,7 +112,8 @@ def format_advice(r: dict[str, Any]) -> list[str]:
     out.append(f"recommendation: {r['recommendation']['schedule']}. {r['recommendation']['why']}")
     if clipped:
         out.append(_clip_note())
-    out += [n if n.startswith("WARNING") else f"note: {n}" for n in r["notes"]]
+    out += [n if n.startswith("WARNING") else f"note: {n}" for n in r["notes"]
+            if warnings or not n.startswith("WARNING")]
     return out
 
 
@@ -188,7 +190,7 @@ def demo_advice(runs_dir: str | Path, out: str | Path, root: str | Path,
             continue
         warn = [n for n in r["notes"] if n.startswith("WARNING")]
         lines += [f"**{w}**" for w in warn] + ([""] if warn else [])
-        lines += ["```", *format_advice(r), "```", "",
+        lines += ["```", *format_advice(r, warnings=False), "```", "",
                   f"![advice {opt}]({os.path.relpath(r['files']['figure'], root)})", ""]
     return lines
 

@@ -140,21 +140,22 @@ def recommendation(ttt: dict[str, Any], table: dict[str, Any],
 
 def one_horizon_warnings(delay: dict[str, Any], optimizer: str, pilot_horizon: int,
                          target_steps: float) -> list[str]:
-    """A warning per delayed mode whose empirical prediction has no trend (the pilot's pairs of
-    this optimizer all have one horizon): its gap fraction is carried unchanged to the target
-    horizon, which over-predicts a gap that shrinks with the horizon (docs/advise.md)."""
-    out = []
-    for name, d in delay.items():
-        emp = d["predictions"].get("empirical", {})
-        if d["used"] == "empirical" and str(emp.get("trend", "")).startswith("none"):
-            hs = ", ".join(f"{h:g}" for h in emp.get("horizons", [pilot_horizon]))
-            out.append(f"WARNING: {name}: the pilot's {optimizer} pairs all have one horizon "
-                       f"({hs} steps), so their gap fraction is carried unchanged to "
-                       f"{target_steps:,.0f} steps (no trend). Gaps that shrink with the horizon "
-                       "are then over-predicted (docs/advise.md: Muon held out at one horizon was "
-                       "predicted 20-40x too large at 1600 steps): read this row as a pessimistic "
-                       "bound, or give a pilot with several horizons (e.g. --ledger).")
-    return out
+    """One warning (a list of zero or one line) when an empirical prediction has no trend (the
+    pilot's pairs of this optimizer all have one horizon): its gap fraction is carried
+    unchanged to the target horizon, which over-predicts a gap that shrinks with the horizon
+    (docs/advise.md)."""
+    flat = {name: d["predictions"]["empirical"].get("horizons", [pilot_horizon])
+            for name, d in delay.items() if d["used"] == "empirical"
+            and str(d["predictions"]["empirical"].get("trend", "")).startswith("none")}
+    if not flat:
+        return []
+    hs = ", ".join(f"{h:g}" for h in sorted({h for v in flat.values() for h in v}))
+    return [f"WARNING ({', '.join(flat)}): the pilot's {optimizer} pairs all have one horizon "
+            f"({hs} steps), so their gap fraction is carried unchanged to {target_steps:,.0f} "
+            "steps (no trend). A gap that shrinks with the horizon (Muon's about as 1/horizon on "
+            "the tiny ledger, AdamW's slowly) is then over-predicted (docs/advise.md: Muon held "
+            "out at one horizon was predicted 20-40x too large at 1600 steps): read these rows "
+            "as a pessimistic bound, or give a pilot with several horizons (e.g. --ledger)."]
 
 
 def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str, Any]],

@@ -60,7 +60,8 @@ def test_one_horizon_pilot_is_flagged_and_several_are_not(tmp_path):
     spec = AdviseSpec(optimizer="muon", stages=8, microbatches=32, tokens=1e6)
     r = advise(spec, _runs(tmp_path / "a", [0.09, 0.1, 0.11]), _table(0.08))
     warn = [n for n in r["notes"] if n.startswith("WARNING")]
-    assert len(warn) == 2 and "one horizon (200 steps)" in warn[0] and "1,000 steps" in warn[0]
+    assert len(warn) == 1 and "(2bw, 2bw+ef)" in warn[0]
+    assert "one horizon (200 steps)" in warn[0] and "1,000 steps" in warn[0]
     assert any(line.startswith("WARNING") for line in format_advice(r))
     recs = [pair_records(opt="muon", T=T, seed=s, g=0.1 * (200 / T) ** 0.5, mode=m)
             for T in (100, 200) for s in range(3) for m in ("delay", "ef")]
