@@ -4,14 +4,16 @@
 ``{file name: path}``:
 
 - ``loss_curves.png``: validation loss over training, sync vs 2BW vs 2BW+EF per optimizer at
-  its base condition: mean over seeds with a 95% t band (the real-pipeline run dashed);
+  its base condition: mean over seeds with a 95% t band (the real-pipeline run dashed, over
+  its emulated twin of the same seed);
 - ``gap_vs_lr.png``: per-seed gaps and their means vs lr (log-log) with the fitted power law;
 - ``gap_vs_tau.png``: gaps vs tau with the fitted PL law tau (tau + 2(1-alpha)/alpha + 1/2);
 - ``gap_vs_momentum.png`` and ``gap_vs_batch.png``: gaps vs momentum / batch size;
-- ``ef_vs_lam.png``: share of the gap EF removes vs lam, with the mean cosine of consecutive
-  updates (the alignment EF relies on) on a second axis;
+- ``ef_vs_lam.png``: share of the gap EF removes vs lam with the verdict's Fieller interval,
+  with the mean cosine of consecutive updates (the alignment EF relies on) on a second axis;
 - ``cos_delayed_fresh.png``: cos(delayed update, fresh update) over training per optimizer;
-- ``smoothness.png``: the distribution of the smoothness estimates in the optimizer's norm.
+- ``smoothness.png``: the distribution of the smoothness estimates in the optimizer's norm
+  (the steps the verdict reads; the legend shows its per-seed median and p95, seed-averaged).
 """
 
 from __future__ import annotations
