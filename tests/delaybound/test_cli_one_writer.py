@@ -36,10 +36,14 @@ CMD_TIMEOUT_S = 240.0
 _POLL_S = 0.05
 _ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         "MPLBACKEND": "Agg"}
+#: Sweep runs: a micro model (a run is mostly process start-up), a checkpoint every 2 steps.
 _CHEAP = ["--set", "run.stats_interval=0", "--set", "run.eval_batches=1", "--set",
-          "run.eval_interval=0", "--set", "run.checkpoint_interval=2"]
-_TRAIN = ["--preset", "tiny", "--batch-size", "4", "--eval-batches", "1", "--stats-interval",
-          "0", "--eval-interval", "0", "--quiet"]
+          "run.eval_interval=0", "--set", "run.checkpoint_interval=2", "--set",
+          "model.n_layer=1", "--set", "model.d_model=16", "--set", "model.n_head=2", "--set",
+          "model.n_kv_head=1", "--set", "model.d_ff=32", "--set", "data.seq_len=16"]
+#: train runs: the tiny preset (train has no model overrides) on short sequences.
+_TRAIN = ["--preset", "tiny", "--seq-len", "16", "--batch-size", "2", "--eval-batches", "1",
+          "--stats-interval", "0", "--eval-interval", "0", "--quiet"]
 
 
 def _cli(*args: str) -> list[str]:
@@ -49,7 +53,7 @@ def _cli(*args: str) -> list[str]:
 def _sweep(out: Path, steps: int = 6, jobs: int = 2,
            modes: str = "sync,2bw,2bw+ef") -> list[str]:
     return _cli("sweep", "--out", str(out), "--optimizer", "adamw", "--mode", modes,
-                "--n-seeds", "1", "--steps", str(steps), "--batch-size", "4", "--jobs",
+                "--n-seeds", "1", "--steps", str(steps), "--batch-size", "2", "--jobs",
                 str(jobs), "--threads", "1", "--quiet", *_CHEAP)
 
 
@@ -88,26 +92,26 @@ def _rows_complete(run_dir: Path, steps: int) -> None:
 
 def test_two_trains_on_one_folder(tmp_path):
     out = tmp_path / "run"
-    cmds = [_cli("train", *_TRAIN, "--steps", "20", "--optimizer", "adamw", "--seed", "0",
+    cmds = [_cli("train", *_TRAIN, "--steps", "30", "--optimizer", "adamw", "--seed", "0",
                  "--out", str(out)),
-            _cli("train", *_TRAIN, "--steps", "20", "--optimizer", "muon", "--seed", "1",
+            _cli("train", *_TRAIN, "--steps", "30", "--optimizer", "muon", "--seed", "1",
                  "--out", str(out))]
     win, _ = _one_winner(_together(cmds, tmp_path))
     cfg = json.loads((out / "config.json").read_text())
     assert (cfg["optim"]["name"], cfg["run"]["seed"]) == (("adamw", 0), ("muon", 1))[win]
-    _rows_complete(out, 20)
+    _rows_complete(out, 30)
     ckpt = load_checkpoint(latest_checkpoint(RunPaths(out)))
     assert ckpt["config"]["optim"]["name"] == cfg["optim"]["name"]
 
 
 def test_two_sweeps_on_one_folder(tmp_path):
     out = tmp_path / "sweep"
-    cmd = _sweep(out, jobs=0, modes="sync,2bw")
+    cmd = _sweep(out, steps=30, jobs=0, modes="sync,2bw")
     _one_winner(_together([cmd, cmd], tmp_path))
     index = json.loads((out / "index.json").read_text())
     assert len(index["runs"]) == 2 and {r["status"] for r in index["runs"]} == {"completed"}
     for r in index["runs"]:
-        _rows_complete(out / r["name"], 6)
+        _rows_complete(out / r["name"], 30)
 
 
 def _started(out: Path) -> bool:
@@ -126,7 +130,7 @@ def _mid_run(out: Path) -> bool:
 
 @pytest.mark.parametrize("moment", [_started, _mid_run], ids=["workers-started", "mid-run"])
 def test_kill9_of_a_sweep_leaves_nothing_running_and_rerun_completes(tmp_path, moment):
-    out, steps = tmp_path / "sweep", 8
+    out, steps = tmp_path / "sweep", 40
     err = open(tmp_path / "err.txt", "w+")
     proc = subprocess.Popen(_sweep(out, steps=steps), stdout=subprocess.DEVNULL,
                             stderr=err, start_new_session=True, env=_ENV)
