@@ -20,7 +20,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 __all__ = ["atomic_write", "write_text", "write_json", "torch_save", "disk_error", "describe",
-           "clean_json"]
+           "clean_json", "DISK_ERRNOS"]
+
+#: errnos that no run can get past on the same disk (a sweep stops on them): full disk, quota,
+#: read-only filesystem, no permission, an I/O error of the device.
+DISK_ERRNOS = frozenset({errno_mod.ENOSPC, errno_mod.EDQUOT, errno_mod.EROFS, errno_mod.EACCES,
+                         errno_mod.EPERM, errno_mod.EIO})
 
 
 def clean_json(x: Any) -> Any:

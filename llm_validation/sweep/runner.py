@@ -45,7 +45,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from llm_validation.atomic_io import describe
+from llm_validation.atomic_io import DISK_ERRNOS, describe
 from llm_validation.config import TrainConfig, neutral_dict
 from llm_validation.folder_lock import LOCK_FILE, FolderBusy, folder_lock, lock_holder
 from llm_validation.rundir import (RunPaths, latest_checkpoint, read_json, read_metrics,
@@ -182,7 +182,12 @@ def _train_one(cfg_dict: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         r = run(cfg, progress=False)
-    except OSError as exc:   # full disk, read-only folder: every later run would fail too
+    except OSError as exc:
+        if exc.errno not in DISK_ERRNOS:     # e.g. a missing data file: this run's error
+            return {"status": "error", "final_val_loss": None,
+                    "wall_time_s": time.perf_counter() - t0,
+                    "message": f"{type(exc).__name__}: {exc}"}
+        # full disk, read-only folder: every later run would fail too
         return {"status": "error", "final_val_loss": None,
                 "wall_time_s": time.perf_counter() - t0, "message": describe(exc),
                 "os_error": [exc.errno, exc.strerror, exc.filename]}

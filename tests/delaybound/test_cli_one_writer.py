@@ -200,3 +200,18 @@ def test_read_only_folder_one_line_per_command(tmp_path, capsys):
                 assert code == 2 and len(err.splitlines()) == 1, (argv, err)
                 assert str(base) in err and ("EROFS" in err or "EACCES" in err), (argv, err)
         assert (run / "metrics.jsonl").read_bytes() == before
+
+
+def test_full_disk_stops_a_sweep_with_one_line(tmp_path, capsys):
+    """A sweep whose disk fills up mid-run stops (every later run would fail too): one line
+    naming the file and ENOSPC, exit 2, no temporary file, index.json (if written) readable."""
+    with tmpfs(tmp_path / "small", "400k") as disk:
+        out = disk / "sweep"
+        argv = _sweep(out, steps=40, jobs=0)[3:]          # in this process: drop python -m
+        code = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1, err
+        assert str(out) in err and "(ENOSPC)" in err, err
+        assert not list(out.rglob("*.tmp"))
+        if (out / "index.json").is_file():
+            json.loads((out / "index.json").read_text())
