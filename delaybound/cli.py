@@ -4,8 +4,12 @@ Each ``delaybound/cmd_*.py`` module exposes ``register(subparsers)``, which adds
 subcommand(s) and sets ``func`` (a callable ``(args) -> int`` exit code) on the parser.
 Errors: ``ValueError``/``TypeError``/``FileNotFoundError`` raised by the library are
 user errors; they are printed as one line on stderr with exit code 2, no traceback.
-An ``OSError`` about a path the user gave (a file where a folder is wanted, no permission) is
-the same kind of error. SIGINT and SIGTERM end any command with one line and exit code 130 /
+An ``OSError`` about a path (a file where a folder is wanted, no permission, a read-only
+folder, a full disk: ``ENOSPC``, ``EDQUOT``, ``EROFS``) is the same kind of error: one line
+naming the path and the errno, exit 2; the file being written is left as it was (atomic writes,
+:mod:`llm_validation.atomic_io`) and rows and checkpoints written before stay. A folder another
+process is writing is refused the same way, naming that process
+(:mod:`llm_validation.folder_lock`). SIGINT and SIGTERM end any command with one line and exit code 130 /
 143 (:mod:`llm_validation.sweep.interrupt`; a command that runs workers stops them first and
 says what finished and how to resume).
 """
@@ -49,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
             "verification, and real training with gradient statistics."
         ),
     )
+    from delaybound import __version__
+    parser.add_argument("--version", action="version", version=f"delaybound {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
@@ -62,13 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _path_error(exc: OSError) -> str:
-    """One line for an OSError on a path: what went wrong and which file."""
-    what = exc.strerror or type(exc).__name__
-    where = exc.filename if exc.filename is not None else ""
-    return f"{where}: {what.lower()}" if where else str(exc)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     from llm_validation.sweep.interrupt import Interrupted, exit_code, raising_signals
     parser = build_parser()
@@ -79,9 +79,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, FileNotFoundError, KeyError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"delaybound {args.command}: error: {msg}", file=sys.stderr)
-        return 2
-    except (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError) as exc:
-        print(f"delaybound {args.command}: error: {_path_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
@@ -95,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:  # a path: no permission, read-only, disk full (one line, errno)
+        from llm_validation.atomic_io import describe
+        print(f"delaybound {args.command}: error: {describe(exc)}", file=sys.stderr)
+        return 2
     return int(code or 0)
 
 

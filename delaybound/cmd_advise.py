@@ -57,13 +57,33 @@ def _say(enabled: bool):
     return show
 
 
-def _fmt_iv(d: dict[str, float], pct: bool = False) -> str:
-    f = (lambda x: f"{x:.1%}") if pct else (lambda x: f"{x:.3g}")
+#: The mark of an interval end clipped at the edge of its meaningful range (explained in a note).
+CLIPPED = "*"
+
+
+def _fmt_iv(d: dict[str, float], pct: bool = False, floor: float | None = None) -> str:
+    """``estimate [lo, hi]``; an end at ``floor`` (where the value was clipped) or infinite is
+    marked :data:`CLIPPED` (the data do not bound it there)."""
+    def f(x: float) -> str:
+        if x in (float("inf"), float("-inf")):
+            return f"{'-' if x < 0 else ''}unbounded{CLIPPED}"
+        return (f"{x:.1%}" if pct else f"{x:.3g}") + (
+            CLIPPED if floor is not None and x <= floor else "")
     return f"{f(d['estimate'])} [{f(d['lo'])}, {f(d['hi'])}]"
 
 
-def format_advice(r: dict[str, Any]) -> list[str]:
-    """The human-readable advice (also the demo report's closing section)."""
+def _clip_note() -> str:
+    from llm_validation.advice.time_to_target import MIN_LAG_FRACTION
+    return (f"note: {CLIPPED} clipped: the interval reaches past the lag's meaningful range "
+            f"({MIN_LAG_FRACTION:.0%} of the run: a delayed run taken to need half the "
+            "synchronous steps; below that the lag's extrapolation means nothing, above 100% "
+            "the target is never reached), so the data do not bound it there; the ratio to "
+            "1F1B computed from a clipped lag is clipped too")
+
+
+def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
+    """The human-readable advice (also the demo report's closing section; ``warnings=False``:
+    without the WARNING notes, which the report prints in bold above the block)."""
     out = [f"advise: {r['optimizer']}, P={r['stages']} M={r['microbatches']} "
            f"D={r['data_parallel']}, {r['tokens']:.3g} tokens = {r['target_steps']:.0f} steps of "
            f"{r['tokens_per_step']} tokens",
@@ -75,9 +95,14 @@ def format_advice(r: dict[str, Any]) -> list[str]:
         mem = t["peak_memory_gib"]
         out.append(f"{name:>17} {t['steady_step_time_s'] * 1e3:>9.4g} {t['tokens_per_s']:>10.4g} "
                    f"{t['speedup_vs_1f1b']:>7.3f} {mem if mem is None else f'{mem:.3g}':>9}")
+    from llm_validation.advice.time_to_target import MIN_LAG_FRACTION
     out.append("delay cost at this horizon (95% intervals):")
+    clipped = set()
     for name, d in r["delay_cost"].items():
-        out.append(f"  {name}: lag {_fmt_iv(d['lag_fraction'], pct=True)} of the run "
+        lf = d["lag_fraction"]
+        if lf["lo"] <= MIN_LAG_FRACTION or lf["hi"] == float("inf"):
+            clipped.add(name)
+        out.append(f"  {name}: lag {_fmt_iv(lf, pct=True, floor=MIN_LAG_FRACTION)} of the run "
                    f"({d['lag_steps']['estimate']:.0f} steps); gap {_fmt_iv(d['gap_fraction'], True)}"
                    f" of the loss decrease ({d['used']} predictor, {d['pairs']} pilot pairs)")
         for k, p in d["predictions"].items():
@@ -97,10 +122,19 @@ def format_advice(r: dict[str, Any]) -> list[str]:
                    f"({r['transfer']['choice']['reason']})")
     out.append("time to the synchronous final loss, ratio to 1F1B:")
     for name, t in sorted(r["time_to_target"].items(), key=lambda kv: kv[1]["ratio"]):
-        iv = f" [{t['ratio_lo']:.3g}, {t['ratio_hi']:.3g}]" if "ratio_lo" in t else ""
+        iv = ""
+        if "ratio_lo" in t:
+            lf = r["delay_cost"].get(name, {}).get("lag_fraction", {})
+            lo = f"{t['ratio_lo']:.3g}" + (CLIPPED if lf.get("lo", 0) <= MIN_LAG_FRACTION else "")
+            hi = ("unbounded" + CLIPPED if t["ratio_hi"] == float("inf")
+                  else f"{t['ratio_hi']:.3g}")
+            iv = f" [{lo}, {hi}]"
         out.append(f"  {name:>17} {t['ratio']:.3g}{iv}  ({t['time_s'] / 3600:.3g} h)")
     out.append(f"recommendation: {r['recommendation']['schedule']}. {r['recommendation']['why']}")
-    out += [f"note: {n}" for n in r["notes"]]
+    if clipped:
+        out.append(_clip_note())
+    out += [n if n.startswith("WARNING") else f"note: {n}" for n in r["notes"]
+            if warnings or not n.startswith("WARNING")]
     return out
 
 
@@ -215,7 +249,9 @@ def demo_advice(runs_dir: str | Path, out: str | Path, root: str | Path,
         except (ValueError, FileNotFoundError) as exc:
             lines += [f"- {opt}: advise could not run: {exc}", ""]
             continue
-        lines += ["```", *format_advice(r), "```", "",
+        warn = [n for n in r["notes"] if n.startswith("WARNING")]
+        lines += [f"**{w}**" for w in warn] + ([""] if warn else [])
+        lines += ["```", *format_advice(r, warnings=False), "```", "",
                   f"![advice {opt}]({os.path.relpath(r['files']['figure'], root)})", ""]
     return lines
 

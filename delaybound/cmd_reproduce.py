@@ -211,6 +211,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.protocol:
         return _write_protocol(args)
     check_out_dir("--out", args.out)
+    from llm_validation.folder_lock import folder_lock
+    with folder_lock(args.out, "reproduce"):   # one writer per --out (its sweeps lock runs/)
+        return _reproduce(args)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
     policy = _policy(args)
     from llm_validation.claims.protocol import check_protocol
     # the rules are recorded (or checked against the recorded ones) before anything runs
@@ -227,11 +233,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     threads = _threads(args)
     runs_dir = os.path.join(args.out, RUNS_DIR)
     errors: list[str] = []
+    trained = [0]              # every stage's runs, the lr sweep's included
 
     def train(p):
         s = execute(p, runs_dir, jobs=args.jobs, threads=threads, progress=not args.quiet,
                     keep_checkpoints=args.keep_checkpoints)
         errors.extend(s.errors)
+        trained[0] += s.ran
         return s
 
     if args.assemble_only:
@@ -279,7 +287,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"\nthe paper's claims: {c['pass']} pass, {c['fail']} fail, {c['inconclusive']} "
               f"inconclusive; the theory's statements: {t['pass']} pass, {t['fail']} fail, "
               f"{t['inconclusive']} inconclusive; "
-              f"trained {summary.ran}, reused {summary.reused} runs; "
+              f"trained {trained[0]} runs (all stages), reused {summary.reused} of the "
+              "claims' runs; "
               f"ledger: {os.path.join(args.out, 'claims.md')}")
     for e in errors:
         print(f"delaybound reproduce: run failed: {e}", file=sys.stderr)

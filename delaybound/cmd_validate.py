@@ -140,6 +140,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.plots:
         from llm_validation.validation.plots import make_plots
         plots = make_plots(runs, args.plots, args.gap)
+        if not plots:
+            print(f"delaybound validate: note: no plot written to {args.plots}: every plot "
+                  "compares runs (sync / 2BW / 2BW+EF pairs of one optimizer and seed, or a "
+                  "sweep's lr, tau, momentum or batch axis), and these runs have none to "
+                  "compare", file=sys.stderr)
     if args.report:
         from llm_validation.validation.report import write_report
         write_report(args.report, title="delaybound validation report", validation=rep,
@@ -162,6 +167,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
+    from llm_validation.config import OPTIMIZERS
     v = subparsers.add_parser(
         "validate", help="check the theory's assumptions and gap trends against training runs",
         description="Read run directories (or folders of them, e.g. a sweep's --out) and print "
@@ -185,7 +191,8 @@ def register(subparsers: Any) -> None:
     a = s.add_argument
     a("--out", required=True, help="output folder")
     a("--grid", metavar="FILE", help="JSON object with SweepGrid fields (flags override it)")
-    a("--optimizer", type=_words, help="comma list of adamw,muon,sgd (default adamw,muon)")
+    a("--optimizer", type=_words, help=f"comma list of {','.join(OPTIMIZERS)} (default "
+                                       "adamw,muon)")
     a("--mode", type=_words, help="comma list of sync,2bw,2bw+ef (default all three)")
     a("--lr", action="append", metavar="[OPT=]LRS", help="peak lrs (default: the demo's)")
     a("--momentum", action="append", metavar="[OPT=]MOMS",

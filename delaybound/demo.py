@@ -120,12 +120,18 @@ def demo_points(settings: DemoSettings):
 
 def run_demo(out: str | Path, settings: DemoSettings = FULL, *, jobs: int = 2,
              json_stream: Any = None) -> tuple[int, Any]:
-    """Run the five stages into ``out``; returns (exit code, ValidationReport or None)."""
+    """Run the five stages into ``out``; returns (exit code, ValidationReport or None). Holds
+    ``out``'s lock throughout (:mod:`llm_validation.folder_lock`: one demo per folder)."""
+    from llm_validation.folder_lock import folder_lock
+    with folder_lock(out, "demo"):
+        return _run_demo(Path(out), settings, jobs, json_stream)
+
+
+def _run_demo(out: Path, settings: DemoSettings, jobs: int,
+              json_stream: Any) -> tuple[int, Any]:
     from llm_validation.rundir import write_json
     from llm_validation.validation.report import write_report
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     table_stream = sys.stderr if json_stream is not None else sys.stdout
     stages: list[dict[str, Any]] = []
     parts: dict[str, Any] = {}
@@ -157,6 +163,9 @@ def run_demo(out: str | Path, settings: DemoSettings = FULL, *, jobs: int = 2,
         try:
             row["output"] = fn()
             row["status"] = "ok"
+        except OSError as exc:   # full disk, read-only folder: the demo cannot go on; one line
+            row["status"] = f"FAILED: {exc}"
+            raise
         except Exception as exc:  # noqa: BLE001 - the demo goes on; the report says what broke
             row["status"] = f"FAILED: {type(exc).__name__}: {exc}"
             parts.setdefault("notes", []).append(f"stage '{name}' failed:\n\n```\n"

@@ -8,18 +8,24 @@
 - ``"none"`` with ``cfg.run.data_parallel > 1``: the emulated delay and EF on D data-parallel
   processes (:mod:`llm_validation.pipeline.data_parallel`, same launcher).
 
-Both write the same run directory (:mod:`llm_validation.rundir`) and return the same
+Before anything is written, the run folder's lock is taken (:mod:`llm_validation.folder_lock`:
+one writer per run folder; a second ``run`` on the same ``out_dir`` is refused with the holder's
+PID; under ``torchrun`` rank 0 holds it for the job). Both write the same run directory
+(:mod:`llm_validation.rundir`) and return the same
 :class:`llm_validation.rundir.RunResult`. Callers (the CLI, the sweep runner, the demo, the
 claims ledger) use this function only.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 from llm_validation.config import PIPELINE_KINDS, TrainConfig
+from llm_validation.folder_lock import folder_lock
 from llm_validation.pipeline.emulator_resume import emulator_checkpoint
 from llm_validation.pipeline.launch import launch_pipeline
+from llm_validation.pipeline.processes import torchrun_env
 from llm_validation.rundir import RunResult
 from llm_validation.training.loop import train
 
@@ -32,13 +38,18 @@ def run(cfg: TrainConfig, *, progress: bool = True,
     ``callback(step, row)`` after every step (emulated runs only; tests interrupt runs with it)."""
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"run needs a TrainConfig, got {type(cfg).__name__}")
-    if cfg.run.pipeline == "none" and cfg.run.data_parallel == 1:
-        emulator_checkpoint(cfg)   # resuming a pipeline's run here: its checkpoint, converted
-        return train(cfg, progress=progress, callback=callback)
     if cfg.run.pipeline not in ("none", *PIPELINE_KINDS):
         raise ValueError(f"RunConfig.pipeline={cfg.run.pipeline!r} is not one of "
                          f"{['none', *PIPELINE_KINDS]}")
-    if callback is not None:
+    emulated = cfg.run.pipeline == "none" and cfg.run.data_parallel == 1
+    if callback is not None and not emulated:
         raise ValueError("callback is supported for single-process emulated runs only "
                          "(pipeline='none', data_parallel=1)")
-    return launch_pipeline(cfg, progress=progress)
+    env = torchrun_env()
+    lock = folder_lock(cfg.run.out_dir, "run") if env is None or env["rank"] == 0 \
+        else contextlib.nullcontext()
+    with lock:
+        if emulated:
+            emulator_checkpoint(cfg)   # resuming a pipeline's run here: its checkpoint, converted
+            return train(cfg, progress=progress, callback=callback)
+        return launch_pipeline(cfg, progress=progress)

@@ -18,8 +18,6 @@ Checkpoints are written to a temporary file and renamed (atomic); the newest
 from __future__ import annotations
 
 import json
-import math
-import os
 import random
 import re
 import sys
@@ -33,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from llm_validation.atomic_io import disk_error, torch_save, write_json, write_text
 from llm_validation.config import TrainConfig
 from llm_validation.metrics_rows import decode_row, encode_row
 
@@ -85,24 +84,6 @@ class RunPaths:
                                          and any(self.checkpoints.iterdir()))
 
 
-def _clean(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
-
-
-def write_json(path: str | Path, obj: Any) -> None:
-    """Strict JSON (NaN/inf -> null), written atomically."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_clean(obj), indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-
-
 def read_json(path: str | Path) -> Any:
     """The JSON object in ``path``; a file that is not JSON is a ``ValueError`` naming the file,
     the line and column, and what the parser expected there."""
@@ -123,18 +104,32 @@ class TruncatedMetricsWarning(UserWarning):
 
 
 class MetricsWriter:
-    """Appends one JSON object per line and flushes it."""
+    """Appends one JSON object per line and flushes it. A failed write (full disk) raises one
+    ``OSError`` naming the file; the rows before it stay (a partial last line is skipped by
+    :func:`read_metrics`)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._f = open(self.path, "a", encoding="utf-8")
+        self._failed = False
+        try:
+            self._f = open(self.path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise disk_error(exc, self.path) from None
 
     def write(self, row: Mapping[str, Any]) -> None:
-        self._f.write(encode_row(row) + "\n")
-        self._f.flush()
+        try:
+            self._f.write(encode_row(row) + "\n")
+            self._f.flush()
+        except OSError as exc:
+            self._failed = True
+            raise disk_error(exc, self.path) from None
 
     def close(self) -> None:
-        self._f.close()
+        try:
+            self._f.close()
+        except OSError as exc:   # the unflushed rest of a failed row: already reported
+            if not self._failed:
+                raise disk_error(exc, self.path) from None
 
     def __enter__(self) -> "MetricsWriter":
         return self
@@ -176,9 +171,7 @@ def rewrite_metrics_before(path: str | Path, step: int) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TruncatedMetricsWarning)   # the line is dropped here
         rows = [r for r in read_metrics(path) if int(r.get("step", -1)) < step]
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(encode_row(r) + "\n" for r in rows), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, "".join(encode_row(r) + "\n" for r in rows))
 
 
 def rng_state() -> dict[str, Any]:
@@ -201,10 +194,8 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
 def save_checkpoint(paths: RunPaths, step: int, payload: Mapping[str, Any]) -> Path:
     """Write ``checkpoints/step_<step>.pt`` atomically; keep the newest KEEP_CHECKPOINTS."""
     paths.checkpoints.mkdir(parents=True, exist_ok=True)
-    final = paths.checkpoints / f"step_{step:08d}.pt"
-    tmp = final.with_suffix(".pt.tmp")
-    torch.save(dict(payload), tmp)
-    os.replace(tmp, final)
+    final = torch_save(paths.checkpoints / f"step_{step:08d}.pt", payload)   # atomic; a failed
+    # write (full disk) leaves no .tmp and the older checkpoints intact
     found = sorted((int(m.group(1)), f) for f in paths.checkpoints.iterdir()
                    if (m := _CKPT.match(f.name)))
     for _, old in found[:-KEEP_CHECKPOINTS]:

@@ -40,12 +40,13 @@ from llm_validation.advice.model_uncertainty import (extrapolation, model_time_r
                                                      transfer_delay_cost)
 from llm_validation.advice.pilot import DelayPair, PilotRun, SyncReference, pairs, sync_curve
 from llm_validation.advice.throughput import DELAYED_ADVISED, SYNC_ADVISED
-from llm_validation.advice.time_to_target import (REFERENCE, lag_fraction_from_gap,
-                                                  ratios_to_reference)
+from llm_validation.advice.time_to_target import (MIN_LAG_FRACTION, REFERENCE,
+                                                  lag_fraction_from_gap, ratios_to_reference)
 from llm_validation.advice.transfer import Target
 from llm_validation.advice.transfer_choice import choose, score_laws
 
-__all__ = ["MODES", "AdviseSpec", "predict_delay_cost", "advise", "recommendation"]
+__all__ = ["MODES", "AdviseSpec", "predict_delay_cost", "advise", "recommendation",
+           "one_horizon_warnings"]
 
 #: Delayed schedule -> the pilot's run mode that measures it.
 MODES = {"2bw": "delay", "2bw+ef": "ef"}
@@ -133,15 +134,46 @@ def recommendation(ttt: dict[str, Any], table: dict[str, Any],
                 "no delay cost could be predicted")
     if best in DELAYED_ADVISED:
         r = ttt[best]
+        clip = "*" if delay[best]["lag_fraction"]["lo"] <= MIN_LAG_FRACTION else ""
         first = (f"Use {best}: it reaches the synchronous final loss in {r['ratio']:.3g}x the "
-                 f"time of 1F1B [{r['ratio_lo']:.3g}, {r['ratio_hi']:.3g}].")
+                 f"time of 1F1B [{r['ratio_lo']:.3g}{clip}, {r['ratio_hi']:.3g}].")
         doubt = ("" if r["ratio_hi"] < ttt[sync_best]["ratio"] else
                  f"; the interval reaches {sync_best}'s {ttt[sync_best]['ratio']:.3g}x, so the "
                  f"gain is not certain")
         return {"schedule": best, "why": f"{first} {why_cost}{doubt}."}
+    two_r = ttt["2bw"]["ratio"]
     first = (f"Use {best}: it reaches the target in {ttt[best]['ratio']:.3g}x the time of 1F1B, "
-             f"ahead of 2BW's predicted {ttt['2bw']['ratio']:.3g}x.")
+             f"ahead of 2BW's predicted {two_r:.3g}x.")
+    if two_r < 1:      # the lag is repaid against 1F1B; another synchronous schedule is faster
+        return {"schedule": best, "why": f"{first} {why_cost}: the faster step more than repays "
+                                         f"that lag against 1F1B, but {best} is faster still "
+                                         "with no delay."}
     return {"schedule": best, "why": f"{first} {why_cost}, more than the faster step repays."}
+
+
+#: The transfer laws that read the pilot's horizons (``advice.transfer``): with one horizon
+#: they carry its gap unchanged.
+HORIZON_LAWS = ("steps", "tokens_per_param")
+
+
+def one_horizon_warnings(delay: dict[str, Any], optimizer: str, pilot_horizon: int,
+                         target_steps: float) -> list[str]:
+    """One warning (a list of zero or one line) when an empirical prediction has no trend (the
+    pilot's pairs of this optimizer all have one horizon): its gap fraction is carried
+    unchanged to the target horizon, which over-predicts a gap that shrinks with the horizon
+    (docs/advise.md)."""
+    flat = {name: d["predictions"][d["used"]].get("horizons", [pilot_horizon])
+            for name, d in delay.items() if d["used"] in HORIZON_LAWS
+            and str(d["predictions"][d["used"]].get("trend", "")).startswith("none")}
+    if not flat:
+        return []
+    hs = ", ".join(f"{h:g}" for h in sorted({h for v in flat.values() for h in v}))
+    return [f"WARNING ({', '.join(flat)}): the pilot's {optimizer} pairs all have one horizon "
+            f"({hs} steps), so their gap fraction is carried unchanged to {target_steps:,.0f} "
+            "steps (no trend). A gap that shrinks with the horizon (Muon's about as 1/horizon on "
+            "the tiny ledger, AdamW's slowly) is then over-predicted (docs/advise.md: Muon held "
+            "out at one horizon was predicted 20-40x too large at 1600 steps): read these rows "
+            "as a pessimistic bound, or give a pilot with several horizons (e.g. --ledger)."]
 
 
 def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str, Any]],
@@ -184,7 +216,7 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
     rec = recommendation(ttt, table, delay)
     if extra is not None:
         rec["why"] = f"{rec['why']} {extra['text']}."
-    notes = []
+    notes = one_horizon_warnings(delay, spec.optimizer, ref.horizon, S)
     if "2bw+ef" not in delay:
         notes.append("no 2BW + EF prediction: the pilot has no EF pair of this optimizer and no "
                      "EF calibration pair of its family")

@@ -20,10 +20,12 @@ is already summed over the replicas (:mod:`llm_validation.pipeline.replicas`); t
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from llm_validation.pipeline.comm import StageLink
 from llm_validation.pipeline.stage import StageSetup
+from llm_validation.progress import eta_suffix
 from llm_validation.rundir import MetricsWriter, diverged_row, eval_row
 from llm_validation.training import stats
 from llm_validation.training.flush import SCALARS
@@ -38,6 +40,7 @@ class MetricsCollector:
         self.setup, self.link, self.writer = setup, link, writer
         self.own: dict[int, dict[str, Any]] = {}    # stage 0's message of each pending flush
         self.rows_written = 0
+        self.t0 = time.perf_counter()                # the progress line's ETA clock
         self.last_row: dict[str, Any] | None = None
 
     def _gather(self, own: dict[str, Any], step: int | str) -> list[dict[str, Any]]:
@@ -89,7 +92,9 @@ class MetricsCollector:
         steps = cfg.run.steps
         if t % max(1, steps // 20) == 0 or t == steps - 1:
             vl = f" val {row['val_loss']:.4f}" if row.get("val_loss") is not None else ""
-            print(f"[train] step {t + 1}/{steps} loss {row['loss']:.4f}{vl} lr {lr:.3g}",
+            print(f"[train] step {t + 1}/{steps} loss {row['loss']:.4f}{vl} lr {lr:.3g}"
+                  + eta_suffix(self.rows_written + 1, steps - t - 1,
+                               time.perf_counter() - self.t0),
                   flush=True)
         self.rows_written += 1
 

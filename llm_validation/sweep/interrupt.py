@@ -14,24 +14,36 @@ Ctrl-C (SIGINT) or ``kill`` (SIGTERM):
 :func:`stop_processes` is step 3; the sweep runner composes them. Workers ignore SIGINT
 (:func:`ignore_sigint`) so that a terminal's Ctrl-C, which reaches the whole process group,
 is handled once, by the parent.
+
+A parent killed with SIGKILL cannot stop anything: :func:`die_with_parent`, called first in
+every worker, makes the worker die with it (Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``;
+everywhere: a daemon thread polling the parent's PID every :data:`PARENT_POLL_S`), so
+``kill -9`` of ``sweep`` leaves no worker training into its folders.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import signal
+import sys
 import threading
 import time
 from typing import Any, Iterator, Sequence
 
 __all__ = ["Interrupted", "raising_signals", "stop_processes", "ignore_sigint",
-           "STOP_GRACE_S", "exit_code"]
+           "die_with_parent", "STOP_GRACE_S", "PARENT_POLL_S", "exit_code"]
 
 #: Seconds a worker gets between SIGTERM and SIGKILL. A training worker has no cleanup to do
 #: (checkpoints are atomic renames), so SIGTERM ends it at once; the grace only covers a worker
 #: blocked in a system call, and keeps the whole stop well inside the 10 s the CLI promises.
 STOP_GRACE_S = 3.0
 _POLL_S = 0.05
+#: Seconds between a worker's checks that its parent is alive (the fallback where
+#: PR_SET_PDEATHSIG is missing; on Linux the kernel signals at once).
+PARENT_POLL_S = 1.0
+_PR_SET_PDEATHSIG = 1
 
 
 def exit_code(signum: int) -> int:
@@ -81,6 +93,28 @@ def raising_signals() -> Iterator[None]:
 def ignore_sigint() -> None:
     """In a worker: a terminal's Ctrl-C is the parent's to handle (it stops the workers)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def die_with_parent(parent: int) -> None:
+    """In a worker: exit when process ``parent`` (the one that started this worker) dies, even
+    by SIGKILL. Linux: the kernel sends SIGKILL at the parent's death (``PR_SET_PDEATHSIG``);
+    every platform: a daemon thread polls ``os.getppid()``. A parent already gone by the time
+    this runs ends the worker at once."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):   # no prctl: the polling thread below covers it
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def poll() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=poll, name="die-with-parent", daemon=True).start()
 
 
 def stop_processes(procs: Sequence[Any], grace_s: float = STOP_GRACE_S) -> int:

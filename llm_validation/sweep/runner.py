@@ -10,6 +10,14 @@ directory is not finished yet:
 - started without a checkpoint: its files are removed and the run starts over;
 - absent: started.
 
+One writer per folder (:mod:`llm_validation.folder_lock`): the sweep holds ``out``'s lock for its
+whole duration (a second sweep on the same ``out`` is refused with the holder's PID, exit 2 from
+the CLI), and each run holds its own folder's lock while it trains. A run folder whose lock is
+held by a live process (a worker of a sweep killed with ``kill -9`` that has not died yet) is
+never cleared or resumed: the sweep is refused, naming that process. Workers die with the sweep
+(:func:`~llm_validation.sweep.interrupt.die_with_parent`). A run reported ``completed`` has a
+training row for every step (else it is recorded as ``error``).
+
 Emulated runs go to a pool of ``jobs`` worker processes (spawned; each sets torch to
 ``threads`` intra-op threads); real-pipeline runs (their own ``stages`` processes) run one at a
 time afterwards. A run that raises is recorded as ``error`` and the sweep goes on.
@@ -37,18 +45,21 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from llm_validation.atomic_io import DISK_ERRNOS, describe
 from llm_validation.config import TrainConfig, neutral_dict
-from llm_validation.rundir import RunPaths, latest_checkpoint, read_json, write_json
+from llm_validation.folder_lock import LOCK_FILE, FolderBusy, folder_lock, lock_holder
+from llm_validation.rundir import (RunPaths, latest_checkpoint, read_json, read_metrics,
+                                   write_json)
 from llm_validation.run import run
 from llm_validation.sweep.grid import SweepPoint
-from llm_validation.sweep.interrupt import (Interrupted, ignore_sigint, raising_signals,
-                                            stop_processes)
+from llm_validation.sweep.interrupt import (Interrupted, die_with_parent, ignore_sigint,
+                                            raising_signals, stop_processes)
 from llm_validation.validation.runs import is_complete
 
 __all__ = ["run_sweep", "SweepOutcome", "INDEX_FILE", "Progress", "plan"]
 
 INDEX_FILE = "index.json"
-_RUN_FILES = {"config.json", "metrics.jsonl", "summary.json", "checkpoints", "logs"}
+_RUN_FILES = {"config.json", "metrics.jsonl", "summary.json", "checkpoints", "logs", LOCK_FILE}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,20 +133,47 @@ def plan(points: Sequence[SweepPoint], out: str | Path) -> list[tuple[SweepPoint
 
 
 def _clear(run_dir: Path) -> None:
-    """Remove a started-but-unresumable run (only the files a run writes)."""
+    """Remove a started-but-unresumable run (only the files a run writes), holding its lock
+    (a live writer's folder is refused, never removed; the lock file itself stays)."""
     if not run_dir.is_dir():
         return
     extra = {c.name for c in run_dir.iterdir()} - _RUN_FILES
     if extra:
         raise ValueError(f"{run_dir} holds files a run does not write ({sorted(extra)}); "
                          "not removing it")
-    shutil.rmtree(run_dir)
+    with folder_lock(run_dir, "run"):
+        for c in run_dir.iterdir():
+            if c.name == LOCK_FILE:
+                continue
+            shutil.rmtree(c) if c.is_dir() and not c.is_symlink() else c.unlink()
 
 
-def _init_worker(threads: int) -> None:
+def _check_free(run_dir: Path) -> None:
+    """Refuse a run folder another live process is writing (:class:`FolderBusy`)."""
+    pid = lock_holder(run_dir)
+    if pid is not None:
+        raise FolderBusy(run_dir, None if pid < 0 else pid, "run")
+
+
+def _init_worker(threads: int, parent: int) -> None:
     import torch
+    die_with_parent(parent)
     ignore_sigint()
     torch.set_num_threads(threads)
+
+
+def _missing_rows(cfg: TrainConfig) -> str:
+    """Empty when a completed run's metrics hold one training row per step, else what is
+    missing (a run must never be reported completed without its rows)."""
+    try:
+        rows = read_metrics(cfg.run.out_dir)
+    except (OSError, ValueError) as exc:
+        return f"metrics unreadable: {exc}"
+    steps = sorted(int(r["step"]) for r in rows if r.get("kind", "train") == "train")
+    if steps != list(range(cfg.run.steps)):
+        return (f"metrics.jsonl holds {len(steps)} training rows for {cfg.run.steps} steps "
+                f"(steps {steps[:3]}...); the run's rows are incomplete")
+    return ""
 
 
 def _train_one(cfg_dict: dict[str, Any]) -> dict[str, Any]:
@@ -144,10 +182,23 @@ def _train_one(cfg_dict: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         r = run(cfg, progress=False)
+    except OSError as exc:
+        if exc.errno not in DISK_ERRNOS:     # e.g. a missing data file: this run's error
+            return {"status": "error", "final_val_loss": None,
+                    "wall_time_s": time.perf_counter() - t0,
+                    "message": f"{type(exc).__name__}: {exc}"}
+        # full disk, read-only folder: every later run would fail too
+        return {"status": "error", "final_val_loss": None,
+                "wall_time_s": time.perf_counter() - t0, "message": describe(exc),
+                "os_error": [exc.errno, exc.strerror, exc.filename]}
     except Exception as exc:  # noqa: BLE001 - recorded in the index, the sweep goes on
         return {"status": "error", "final_val_loss": None,
                 "wall_time_s": time.perf_counter() - t0,
                 "message": f"{type(exc).__name__}: {exc}"}
+    missing = _missing_rows(cfg) if r.status == "completed" else ""
+    if missing:
+        return {"status": "error", "final_val_loss": None, "wall_time_s": r.wall_time_s,
+                "message": missing}
     return {"status": r.status, "final_val_loss": r.final_val_loss,
             "wall_time_s": r.wall_time_s, "message": r.message}
 
@@ -183,8 +234,17 @@ def run_sweep(points: Sequence[SweepPoint], out: str | Path, *, jobs: int = 1,
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads={threads!r} must be an int >= 1 (torch threads per run)")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with folder_lock(out, "sweep"):      # one sweep per folder; index.json written under it
+        return _run_locked(points, out, jobs, threads, progress, grid, on_done)
+
+
+def _run_locked(points: Sequence[SweepPoint], out: Path, jobs: int, threads: int,
+                progress: bool, grid: dict[str, Any] | None,
+                on_done: Callable[[SweepOutcome], None] | None) -> list[SweepOutcome]:
     planned = plan(points, out)
+    for p, action in planned:
+        if action != "skip":
+            _check_free(out / p.name)
     bar = Progress(len(planned), enabled=progress)
     rows: dict[str, dict[str, Any]] = {}
     outcomes: dict[str, SweepOutcome] = {}
@@ -233,29 +293,42 @@ def _outcome(p: SweepPoint, r: dict[str, Any]) -> SweepOutcome:
     return SweepOutcome(p.name, r["status"], r["final_val_loss"], r["wall_time_s"], r["message"])
 
 
+def _fatal(r: dict[str, Any]) -> None:
+    """An I/O error of a run (full disk, read-only folder) stops the sweep: raised again here,
+    after the run is recorded, as the ``OSError`` naming the path (the CLI: one line, exit 2)."""
+    if r.get("os_error"):
+        raise OSError(*r["os_error"])
+
+
 def _train_all(local: list[SweepPoint], piped: list[SweepPoint], jobs: int, threads: int,
                record: Callable[[SweepPoint, SweepOutcome], None]) -> None:
     """Emulated runs inline (jobs 0) or on a pool, then pipeline runs one at a time. On an
     interrupt the pool's queued runs are cancelled and its workers stopped before re-raising."""
     if local and jobs == 0:          # in this process, in order (tests, debugging)
         for p in local:
-            record(p, _outcome(p, _train_one(p.cfg.to_dict())))
+            r = _train_one(p.cfg.to_dict())
+            record(p, _outcome(p, r))
+            _fatal(r)
     elif local:
         ctx = multiprocessing.get_context("spawn")
         before = set(multiprocessing.active_children())
         pool = ProcessPoolExecutor(max_workers=min(jobs, len(local)), mp_context=ctx,
-                                   initializer=_init_worker, initargs=(threads,))
+                                   initializer=_init_worker, initargs=(threads, os.getpid()))
         try:
             futures = {pool.submit(_train_one, p.cfg.to_dict()): p for p in local}
             pending = set(futures)
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for f in finished:
-                    record(futures[f], _outcome(futures[f], f.result()))
+                    r = f.result()
+                    record(futures[f], _outcome(futures[f], r))
+                    _fatal(r)
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             stop_processes([c for c in multiprocessing.active_children() if c not in before])
             raise
         pool.shutdown(wait=True)
     for p in piped:   # the pipeline spawns its own stage processes: one at a time
-        record(p, _outcome(p, _train_one(p.cfg.to_dict())))
+        r = _train_one(p.cfg.to_dict())
+        record(p, _outcome(p, r))
+        _fatal(r)

@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 
 from llm_validation.config import TrainConfig
+from llm_validation.progress import eta_suffix
 from llm_validation.rundir import (MetricsWriter, RunPaths, RunResult, checkpoint_step,
                                    compose_result, diverged_message, diverged_row, eval_row,
                                    newest_intact_checkpoint,
@@ -212,6 +213,7 @@ def train(cfg: TrainConfig, *, progress: bool = True,
     status, message, done = "completed", "", None
     every = max(1, run.steps // 20)
     pending = RowBuffer()                   # the steps since the last flush, on the device
+    t_loop = time.perf_counter()            # the ETA's clock: the steps, not the set-up
     with MetricsWriter(paths.metrics) as metrics:
         for step in range(start, run.steps):
             factor = lr_factor(step, cfg.optim, run.steps)
@@ -261,7 +263,9 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                 metrics.write(row)
                 if progress and (t % every == 0 or t == run.steps - 1):
                     vs = f" val {vl:.4f}" if vl is not None else ""
-                    print(f"[train] step {t + 1}/{run.steps} loss {loss:.4f}{vs} lr {lr:.3g}",
+                    print(f"[train] step {t + 1}/{run.steps} loss {loss:.4f}{vs} lr {lr:.3g}"
+                          + eta_suffix(t + 1 - start, run.steps - t - 1,
+                                       time.perf_counter() - t_loop),
                           file=sys.stderr, flush=True)
                 if t == step and ckpt_due:
                     checkpoint(step + 1)

@@ -4,14 +4,16 @@
 ``{file name: path}``:
 
 - ``loss_curves.png``: validation loss over training, sync vs 2BW vs 2BW+EF per optimizer at
-  its base condition: mean over seeds with a 95% t band (the real-pipeline run dashed);
+  its base condition: mean over seeds with a 95% t band (the real-pipeline run dashed, over
+  its emulated twin of the same seed);
 - ``gap_vs_lr.png``: per-seed gaps and their means vs lr (log-log) with the fitted power law;
 - ``gap_vs_tau.png``: gaps vs tau with the fitted PL law tau (tau + 2(1-alpha)/alpha + 1/2);
 - ``gap_vs_momentum.png`` and ``gap_vs_batch.png``: gaps vs momentum / batch size;
-- ``ef_vs_lam.png``: share of the gap EF removes vs lam, with the mean cosine of consecutive
-  updates (the alignment EF relies on) on a second axis;
+- ``ef_vs_lam.png``: share of the gap EF removes vs lam with the verdict's Fieller interval,
+  with the mean cosine of consecutive updates (the alignment EF relies on) on a second axis;
 - ``cos_delayed_fresh.png``: cos(delayed update, fresh update) over training per optimizer;
-- ``smoothness.png``: the distribution of the smoothness estimates in the optimizer's norm.
+- ``smoothness.png``: the distribution of the smoothness estimates in the optimizer's norm
+  (the steps the verdict reads; the legend shows its per-seed median and p95, seed-averaged).
 """
 
 from __future__ import annotations
@@ -22,20 +24,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from llm_validation.config import optimizer_label
-from llm_validation.validation.groups import (
-    base_conditions,
-    ef_rows,
-    gaps_by_seed,
-    select,
-)
-from llm_validation.validation.inference import (
-    bootstrap_interval,
-    fit_pl_tau_shape,
-    fit_power_law,
-    t_interval,
-)
+from llm_validation.validation.contrast import share_removed_interval
+from llm_validation.validation.groups import (SKIP_FRACTION, base_conditions, ef_rows,
+                                              gaps_by_seed, select, series_stat)
+from llm_validation.validation.inference import fit_pl_tau_shape, fit_power_law, t_interval
 from llm_validation.validation.runs import RunRecord, sync_partner
-from llm_validation.validation.trends import BOOTSTRAP_SEED, best_family, family_points
+from llm_validation.validation.trends import best_family, family_points
 
 __all__ = ["make_plots", "plain_ticks", "DPI"]
 
@@ -141,7 +135,11 @@ def _loss_curves(runs, base, out, made, metric):
             ax.plot(st, m, color=_COLORS[mode], label=f"{label} (n={len(group)})")
             ax.fill_between(st, lo, hi, color=_COLORS[mode], alpha=0.2)
             finals.append(m[-1])
-        for p in select(runs, condition=cond, pipeline="2bw"):
+        for p in select(runs, condition=cond, pipeline="2bw"):   # beside its emulated twin
+            for e in select(runs, condition=cond, mode="delay", tau=1):
+                if e.seed == p.seed:
+                    ax.plot(*e.series("val_loss"), color=_COLORS["delay"], lw=2.5, alpha=0.45,
+                            label=f"2BW emulated (seed {e.seed} alone)")
             st, v = p.series("val_loss")
             ax.plot(st, v, "k--", lw=1, label=f"2BW real pipeline (seed {p.seed})")
         ax.set_title(f"{optimizer_label(opt)}: validation loss (mean, 95% band)")
@@ -249,8 +247,10 @@ def _tau_plot(runs, base, out, made, metric):
 
 
 def _ef_plot(runs, out, made, metric):
-    """Share of the gap EF removes (bootstrap 95% CI) vs lam per optimizer, and the mean cosine
-    of consecutive base updates of the EF runs on a second axis."""
+    """Share of the gap EF removes vs lam per optimizer with the verdict's interval (Fieller's,
+    :func:`~llm_validation.validation.contrast.share_removed_interval`; an unbounded one is drawn
+    as a hollow marker without bar), and the mean cosine of consecutive base updates of the EF
+    runs on a second axis."""
     plt = _plt()
     pts: dict[str, list[tuple[float, float, float, float, float]]] = {}
     for cond in sorted({r.condition for r in runs}):
@@ -258,16 +258,15 @@ def _ef_plot(runs, out, made, metric):
             rows = ef_rows(runs, cond, lam, metric=metric)
             if not rows:
                 continue
-            arr = np.array([[a, b] for a, b, _ in rows.values()])
-            if arr[:, 0].mean() <= 0:
+            if np.mean([a for a, _, _ in rows.values()]) <= 0:
                 continue
-            iv = bootstrap_interval(arr, lambda r: 1 - r[:, 1].mean() / r[:, 0].mean(),
-                                    seed=BOOTSTRAP_SEED)
+            iv = share_removed_interval({s: a for s, (a, _, _) in rows.items()},
+                                        {s: b for s, (_, b, _) in rows.items()})
             cos = [e.series("cos_consecutive_update")[1].mean() for _, _, e in rows.values()
                    if e.series("cos_consecutive_update")[1].size]
             opt = next(iter(rows.values()))[2].optimizer
-            lo = iv.lo if iv.bounded else iv.estimate
-            hi = iv.hi if iv.bounded else iv.estimate
+            lo = iv.lo if iv.bounded else np.nan        # unbounded: no bar (hollow marker)
+            hi = iv.hi if iv.bounded else np.nan
             pts.setdefault(opt, []).append((lam, iv.estimate, lo, hi,
                                             float(np.mean(cos)) if cos else np.nan))
     if not pts:
@@ -282,8 +281,11 @@ def _ef_plot(runs, out, made, metric):
         lam, share, lo, hi, cos = map(np.array, zip(*p))
         x = lam + offsets[opt]
         c = _OPT_COLORS.get(opt, "k")
-        ax.errorbar(x, share, yerr=[share - lo, hi - share], fmt="o-", color=c, capsize=4,
-                    label=f"{optimizer_label(opt)}: share of gap removed (95% CI)")
+        ax.errorbar(x, share, yerr=[np.nan_to_num(share - lo), np.nan_to_num(hi - share)],
+                    fmt="o-", color=c, capsize=4, label=f"{optimizer_label(opt)}: share of gap "
+                    "removed (95% Fieller CI, as the verdict)")
+        ax.plot(x[np.isnan(lo)], share[np.isnan(lo)], "o", ms=11, mfc="none", color=c,
+                label=f"{optimizer_label(opt)}: interval unbounded" if np.isnan(lo).any() else None)
         ax2.plot(x, cos, "s:", color=c, alpha=0.6, mfc="none",
                  label=f"{optimizer_label(opt)}: cos(consecutive updates)")
     if len(lams) == 1:
@@ -334,28 +336,35 @@ def _series_plot(runs, base, out, made, key, name, ylabel, title):
     _save(fig, out, name, made)
 
 
+def _p95(v: np.ndarray) -> float:
+    return float(np.quantile(v, 0.95))
+
+
 def _smoothness_plot(runs, base, out, made):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.0, 4.2))
     drawn = False
-    for opt, cond in base.items():
-        vals = np.concatenate([r.series("smoothness_est")[1]
-                               for r in select(runs, condition=cond, mode="delay", tau=1)]
+    for opt, cond in base.items():   # the steps the verdict reads (warm-up excluded)
+        dl = select(runs, condition=cond, mode="delay", tau=1)
+        kept = [r.series("smoothness_est") for r in dl]
+        vals = np.concatenate([v[st >= SKIP_FRACTION * r.steps] for r, (st, v) in zip(dl, kept)]
                               or [np.array([])])
         vals = vals[vals > 0]
-        if vals.size < 3:
+        med = [m for r in dl if (m := series_stat(r, "smoothness_est", np.median)) is not None]
+        p95 = [q for r in dl if (q := series_stat(r, "smoothness_est", _p95)) is not None]
+        if vals.size < 3 or not med or not p95:
             continue
         bins = np.geomspace(vals.min(), vals.max() * 1.0001, 30)
         ax.hist(vals, bins=bins, alpha=0.5, color=_OPT_COLORS.get(opt, "k"),
-                label=f"{optimizer_label(opt)} (median {np.median(vals):.3g}, "
-                      f"p95 {np.quantile(vals, 0.95):.3g})")
+                label=f"{optimizer_label(opt)} (median {np.mean(med):.3g}, p95 "
+                      f"{np.mean(p95):.3g}: mean over {len(p95)} seeds, as the verdict)")
         drawn = True
     if not drawn:
         plt.close(fig)
         return
     ax.set_xscale("log")
     ax.set_xlabel("local smoothness estimate ||g_x - g_y||_* / ||x - y|| (optimizer's norm)")
-    ax.set_ylabel("count (steps x seeds)")
+    ax.set_ylabel(f"count (steps x seeds; first {SKIP_FRACTION:.0%} of steps excluded)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     _save(fig, out, "smoothness.png", made)

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from llm_validation.atomic_io import write_text
 from llm_validation.validation.verdict import ValidationReport, Verdict
 
 __all__ = ["write_report", "HEADLINE_IDS", "PLOT_CAPTIONS"]
@@ -118,7 +119,4 @@ def write_report(path: str | Path, *, title: str = "delaybound demo report",
         L += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     if advice:
         L += ["## Should I use 2BW? (`delaybound advise` on these runs)", ""] + list(advice)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("\n".join(L) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text(path, "\n".join(L) + "\n")   # atomic; nothing left on a full disk

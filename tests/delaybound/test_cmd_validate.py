@@ -108,3 +108,14 @@ def test_validate_warns_of_damaged_metrics_and_names_the_lost_seed(tmp_path, cap
     touched = [v for v in rep["verdicts"] if victim.name in v["reason"]]
     assert touched and all("adamw" in v["id"] or "adamw" in v["claim"].lower()
                            or "AdamW" in v["claim"] for v in touched)
+
+
+def test_validate_plots_of_a_single_run_say_why_none(tmp_path, capsys):
+    """A single run has nothing to compare: the --plots folder stays empty and one note says
+    why (issue 33)."""
+    headline(tmp_path / "runs", {"adamw": 0.3})
+    one = next(p for p in sorted((tmp_path / "runs").iterdir()) if "sync" in p.name)
+    assert main(["validate", str(one), "--plots", str(tmp_path / "p")]) == 0
+    err = capsys.readouterr().err
+    assert not list((tmp_path / "p").iterdir())
+    assert f"no plot written to {tmp_path / 'p'}" in err and "none to compare" in err
