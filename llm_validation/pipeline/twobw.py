@@ -92,6 +92,7 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
     mb_losses: dict[int, list[torch.Tensor]] = {}
     losses: dict[int, torch.Tensor] = {}
     noise: dict[int, stats.MicrobatchGradVariance] = {}
+    finished: dict[int, stats.MicrobatchGradVariance | None] = {}   # averaged, not stepped
     outcome = {"status": "completed", "done": N, "message": ""}
 
     def data_of(mb: int) -> torch.Tensor:
@@ -116,6 +117,13 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
         if buckets[a.batch % 2] is not None and a.mb % M == M - 1:
             buckets[a.batch % 2].arm(1)       # this backward finishes the batch's gradient
 
+    def average(t: int) -> None:
+        """Batch t's gradient, final: averaged over the replicas (and its variance)."""
+        slot = [versions[t % 2][n] for n in setup.names]
+        finished[t] = dp.average(slot, M, captured=captured.pop(t, None),
+                                 noise=noise.pop(t, None), want_noise=wants_noise(t),
+                                 buckets=buckets[t % 2])
+
     def on_backward(a) -> None:
         t = a.batch
         slot = [versions[t % 2][n] for n in setup.names]
@@ -125,14 +133,19 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
             if t not in noise:
                 noise[t] = stats.MicrobatchGradVariance(slot, M)
             noise[t].observe()
+        if sr.clip is not None and setup.opt.gef is None and a.mb % M == M - 1:
+            # the gradient is final: start the clipping norm's reduction (gradient-level EF
+            # mixes the gradient inside the step, so its norm is reduced there)
+            average(t)
+            sr.clip.launch([w.grad for w in slot])
 
     def on_step(a) -> bool:
         t = a.batch
         sr.step_clock.append(time.perf_counter())
         slot, other = versions[t % 2], versions[(t + 1) % 2]
-        noise_t = dp.average([slot[n] for n in setup.names], M, captured=captured.pop(t, None),
-                             noise=noise.pop(t, None), want_noise=wants_noise(t),
-                             buckets=buckets[t % 2])
+        if t not in finished:
+            average(t)
+        noise_t = finished.pop(t)
         # the statistics need the read point W(t-1) during the step: a copy on active steps
         read_point = [slot[n].detach().clone() for n in setup.names] if probe.active(t) else []
         with torch.no_grad():
@@ -154,13 +167,15 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
 
     t0 = time.perf_counter()
     sr.side_passes(start)
-    finished = sr.exec.run(
-        schedule_2bw(sr.s, P, M, N, start), weights=lambda t: versions[t % 2],
-        inputs=data_of, targets=data_of, scale=M, on_loss=on_loss,
-        before_backward=before_backward, on_backward=on_backward,
-        on_step=on_step, after_step=after_step, defer_grad=sr.flush_due)
+    # clipping needs every stage's norm: its step goes where that has arrived (schedule.py)
+    placement = "forward" if sr.clip is not None else "backward"
+    done = sr.exec.run(
+        schedule_2bw(sr.s, P, M, N, start, step_after=placement),
+        weights=lambda t: versions[t % 2], inputs=data_of, targets=data_of, scale=M,
+        on_loss=on_loss, before_backward=before_backward, on_backward=on_backward,
+        on_step=on_step, after_step=after_step)
     sr.finish(outcome["status"], outcome["done"], outcome["message"])
-    if finished:
+    if done:
         sr.link.drain()
     else:  # a stopped run leaves activations nobody receives; the messages must still arrive
         sr.link.drain_messages()
