@@ -36,13 +36,15 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import datetime
+
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
 from llm_validation.config import TrainConfig
 
-__all__ = ["model_param_order", "StageClip", "clip_groups"]
+__all__ = ["model_param_order", "StageClip", "clip_groups", "stage_clip"]
 
 
 def model_param_order(cfg: TrainConfig) -> list[str]:
@@ -103,3 +105,21 @@ class StageClip:
         if work is not None:
             work.wait()
         return v.double().square().sum()
+
+
+def stage_clip(cfg: TrainConfig, ctx: Any, opt: Any, global_names: Sequence[str], replica: int,
+               device: torch.device) -> StageClip:
+    """Clipping for one rank of a pipeline run (``ctx``: its ``WorkerContext``; ``opt``: the
+    stage's ``DelayedOptimizer``, whose step then takes its squared norm from here;
+    ``global_names``: the full model's names of ``opt.params``): one clip group per pipeline
+    row, every rank creating every group in row order."""
+    from llm_validation.pipeline.mesh import rank_of
+
+    P, D = ctx.mesh.stages, ctx.mesh.replicas
+    order = model_param_order(cfg)
+    place = {n: i for i, n in enumerate(order)}
+    rows = [[rank_of(d, k, P) for k in range(P)] for d in range(D)]
+    groups = clip_groups(rows, ctx.backend, datetime.timedelta(seconds=ctx.timeout_s))
+    clip = StageClip([place[n] for n in global_names], len(order), groups[replica], device)
+    opt.grad_clip, opt.clip_sq = cfg.optim.grad_clip, clip.squared_norm
+    return clip

@@ -23,16 +23,14 @@ largest count seen after any step is reported per stage in ``logs/result.json``.
 
 from __future__ import annotations
 
-import datetime
 import os
 from typing import Any
 
 import torch
 
 from llm_validation.config import TrainConfig
-from llm_validation.pipeline.checkpoint import (ckpt_dir, load_global, mark_complete,
-                                                save_stage_checkpoint)
-from llm_validation.pipeline.clipping import StageClip, clip_groups, model_param_order
+from llm_validation.pipeline.checkpoint import ckpt_dir, load_global, save_stage_checkpoint
+from llm_validation.pipeline.clipping import stage_clip
 from llm_validation.pipeline.comm import StageLink
 from llm_validation.pipeline.devices import host_staging, rank_device
 from llm_validation.pipeline.executor import StageExecutor, detached_leaves
@@ -40,27 +38,23 @@ from llm_validation.pipeline.metrics import MetricsCollector
 from llm_validation.pipeline.processes import WorkerContext
 from llm_validation.pipeline.profile import ActionTimer, write_stage_profile
 from llm_validation.pipeline.grad_buckets import GradBuckets
-from llm_validation.pipeline.mesh import rank_of
 from llm_validation.pipeline.replicas import Replicas, backward_order, pop_grads
 from llm_validation.pipeline.reshard import globalize, localize
 from llm_validation.pipeline.schedule import STEP, schedule_2bw
 from llm_validation.pipeline.stage import StageSetup, stage_param_names
-from llm_validation.rundir import (MetricsWriter, RunPaths, diverged_message, rng_state,
-                                   set_rng_state, write_json)
+from llm_validation.pipeline.stage_flush import FLUSH_KEY, StageFlush
+from llm_validation.rundir import MetricsWriter, RunPaths, rng_state, set_rng_state, write_json
 from llm_validation.provenance import environment
 from llm_validation.training.loop import resolve_device
-from llm_validation.training import host_syncs, stats
+from llm_validation.training import stats
 from llm_validation.training.determinism import configure_numerics
-from llm_validation.training.flush import RowBuffer, first_nonfinite, flush_due
+from llm_validation.training.flush import RowBuffer
 from llm_validation.training.model import batch_loss
 from llm_validation.training.optim import lr_factor, set_lr
 from llm_validation.training.probe import StepProbe, observed_step
 
 __all__ = ["StageRun", "FLUSH_KEY", "grouped_sends"]
 
-#: Rendezvous-store key prefix of each flush's verdict (``<prefix>/<step>``: the first step
-#: with a non-finite training loss among the flushed ones, or -1), set by the last stage.
-FLUSH_KEY = "delaybound/flush"
 
 
 def grouped_sends(backend: str) -> bool:
@@ -70,9 +64,10 @@ def grouped_sends(backend: str) -> bool:
     return backend == "nccl" or os.environ.get("DELAYBOUND_PIPE_GROUPED") == "1"
 
 
-class StageRun:
+class StageRun(StageFlush):
     """What the 2BW and the synchronous runtimes share on one stage: setup, links, executor,
-    probe, metrics (stage 0), checkpoints, side passes and the step's bookkeeping."""
+    probe, metrics (stage 0), checkpoints, side passes and the step's bookkeeping (the end of
+    a step, its flush and the divergence verdict: :class:`pipeline.stage_flush.StageFlush`)."""
 
     def __init__(self, ctx: WorkerContext, cfg: TrainConfig, start: int, tau: int,
                  dp_mode: str = "allreduce") -> None:
@@ -122,8 +117,8 @@ class StageRun:
         self.diverged: int | None = None       # last stage: the first non-finite step so far
         self.verdict_before: int | None = None  # ... as published at the previous flush
         self.pending_complete: list[int] = []  # rank 0: checkpoints to mark at the next flush
-        self.clip = self._clip(cfg) if cfg.optim.grad_clip > 0 and run.pipeline != "none" \
-            else None
+        self.clip = stage_clip(cfg, ctx, self.setup.opt, self.global_names, self.d, device) \
+            if cfg.optim.grad_clip > 0 and run.pipeline != "none" else None
         if start > 0:
             self._restore(*load_global(ckpt_dir(self.paths, start), self.global_names, self.s,
                                        self.d, device))
@@ -133,21 +128,6 @@ class StageRun:
             self.collector = MetricsCollector(setup, self.link, self.writer)
 
     # ---------------------------------------------------------------------------- plumbing
-    def _clip(self, cfg: TrainConfig) -> StageClip:
-        """Global-norm clipping over the pipeline row (:mod:`llm_validation.pipeline.clipping`):
-        one clip group per row (every rank creates every group, in row order), and the stage's
-        optimizer takes its squared norm from there."""
-        order = model_param_order(cfg)
-        place = {n: i for i, n in enumerate(order)}
-        rows = [[rank_of(d, k, self.P) for k in range(self.P)] for d in range(self.D)]
-        groups = clip_groups(rows, self.ctx.backend,
-                             datetime.timedelta(seconds=self.ctx.timeout_s))
-        clip = StageClip([place[n] for n in self.global_names], len(order), groups[self.d],
-                         self.device)
-        opt = self.setup.opt
-        opt.grad_clip, opt.clip_sq = cfg.optim.grad_clip, clip.squared_norm
-        return clip
-
     def _write_config(self) -> None:
         setup = self.setup
         meta = {"environment": environment(), "corpus": setup.corpus_description,
@@ -282,110 +262,6 @@ class StageRun:
                              other_grads=aux.get("other", other), big_grad=aux.get("big"),
                              noise=noise)
         return part, aux.get("f_x", f_other)
-
-    def flush_due(self, t: int) -> bool:
-        """Whether step t ends with a flush (``training.flush.flush_due``): every
-        ``log_interval`` steps, at checkpoint steps and at the last step."""
-        return flush_due(t, self.cfg.run.log_interval, self.N, self.ckpt_due(t))
-
-    def end_step(self, t: int, part: dict[str, Any], loss: torch.Tensor | None,
-                 previous: dict[str, torch.Tensor] | None, f_x: torch.Tensor | None = None,
-                 f_y: torch.Tensor | None = None) -> int | None:
-        """After step t: buffer the step's partials and scalars (device tensors); at a flush
-        read them all with ONE copy, settle divergence (:meth:`diverged_at`), then the
-        checkpoint (if due and no loss diverged; ``previous`` = the version W(t)), this
-        stage's message to stage 0, stage 0's rows and ``COMPLETE`` marker; a test fault (if
-        set). Returns the diverged step (every stage stops there) or None to go on."""
-        self.weight_peak = max(self.weight_peak, self.weight_bytes())
-        self.rows.add(t, part, loss=loss, f_x=f_x, f_y=f_y, val_loss=self.val_loss.pop(t, None))
-        d = None
-        if self.flush_due(t):
-            rows = self.rows.flush()          # the one host read of the steps since the last
-            if self.is_writer:                # checkpoints every stage has finished by now
-                self.mark_pending_complete()
-            d = self.diverged_at(t, rows)
-            due = self.ckpt_due(t) and d is None
-            if due:
-                self.checkpoint(t, previous)
-            self.report(t, rows)
-            if self.is_writer:
-                last = due or d is not None or t == self.N - 1
-                self.collector.write_through(t if last else self.last_flush, self.lr_of)
-                if due:
-                    self.pending_complete.append(t + 1)
-                if due and (t == self.N - 1 or not self.lagged_verdict):
-                    self.mark_pending_complete()
-            self.last_flush = t
-        host_syncs.mark(t)                    # tests: the step's window of host reads
-        self.ctx.maybe_inject_fault(t)
-        return d
-
-    # ------------------------------------------------------------------------ divergence
-    def sync_flush(self, t: int) -> bool:
-        """Whether the flush at step t acts on its own verdict (every flush of the synchronous
-        runtimes; in 2BW the checkpoint steps and the last step), rather than the previous
-        flush's (:meth:`diverged_at`)."""
-        return not self.lagged_verdict or self.ckpt_due(t) or t == self.N - 1
-
-    def diverged_at(self, t: int, rows: list[dict[str, Any]]) -> int | None:
-        """The divergence verdict every stage acts on at the flush of step t.
-
-        The last stage(s) publish, under a key of this flush, the first step with a non-finite
-        loss found so far (sticky; -1 for none). At a sync flush (:meth:`sync_flush`) every
-        stage acts on that key, the others waiting for it (the synchronous runtimes' one stall
-        per flush; in 2BW only at checkpoint steps and the end, so that no checkpoint holds
-        weights that follow a non-finite loss). At any other 2BW flush every stage acts on the
-        key of the PREVIOUS flush, which the last stage published at its step of that batch,
-        causally before any other stage reaches this flush (:mod:`pipeline.twobw`): no wait,
-        and no gradient held back for it. Either way every stage acts on the same key at the
-        same flush, so all stop at the same step; the steps past the diverged one (at most two
-        flush windows) are computed and dropped. Returns the diverged step or None."""
-        key = f"{FLUSH_KEY}/{t}"
-        prev = self.last_flush if self.last_flush >= self.start else None
-        if self.setup.is_last:
-            i = first_nonfinite(rows)
-            if i is not None and self.diverged is None:
-                self.diverged = rows[i]["step"]
-            acted = self.diverged if self.sync_flush(t) else self.verdict_before
-            self.verdict_before = self.diverged
-            self.ctx.store.set(key, str(-1 if self.diverged is None else self.diverged))
-            return acted
-        if not self.sync_flush(t):
-            if prev is None:
-                return None
-            key = f"{FLUSH_KEY}/{prev}"
-        last = self.link.ranks[self.P - 1]
-        d = int(self.link.wait_key(key, last, f"the losses of the flush at step {t} "
-                                               f"from stage {self.P - 1}").decode())
-        return None if d < 0 else d
-
-    def mark_pending_complete(self) -> None:
-        """Rank 0: write the ``COMPLETE`` marker of every checkpoint saved at an earlier flush
-        (2BW's stages save at their own step of the batch, which stage 0 does not wait for;
-        by the next flush they are done, :func:`checkpoint.mark_complete` waits if not)."""
-        for step in self.pending_complete:
-            mark_complete(self.paths, step, self.P, self.D, self.ctx.timeout_s)
-        self.pending_complete = []
-
-    def diverged_message(self, d: int) -> str:
-        """The run's message once every stage stopped at step d (stage 0 quotes the loss of
-        the diverged row it wrote; the others' messages are not reported)."""
-        row = self.collector.last_row if self.is_writer and self.collector.last_row else {}
-        return diverged_message(row.get("loss"), d)
-
-    def report(self, t: int, rows: list[dict[str, Any]]) -> None:
-        """Send (or, on stage 0, keep) this stage's message of the flush at step t: its rows
-        (replica 0 only: the other replicas hold the same numbers) and, from the last stage,
-        the first non-finite step so far (stage 0 writes no row after it)."""
-        if self.d != 0:
-            return
-        msg: dict[str, Any] = {"step": t, "rows": rows,
-                               "diverged": self.diverged if self.setup.is_last else None}
-        if self.s == 0:
-            self.collector.add(t, msg)
-        else:
-            self.link.send_message(msg, 0, f"the delivery of the rows of steps up to {t} to "
-                                           "stage 0")
 
     def checkpoint(self, t: int, previous: dict[str, torch.Tensor] | None) -> None:
         """Save this stage's state after step t (``previous``: the version W(t) of 2BW), one

@@ -34,35 +34,38 @@ MEMORY_BATCHES = 3
 
 
 def _longer(schedule: str, stages: int, microbatches: int, batches: int, chunks: int,
-            make_costs: Callable[[Plan], Costs]) -> SimResult:
-    more = build_plan(schedule, stages, microbatches, max(batches + 1, MEMORY_BATCHES), chunks)
+            make_costs: Callable[[Plan], Costs], step_after: str = "backward") -> SimResult:
+    more = build_plan(schedule, stages, microbatches, max(batches + 1, MEMORY_BATCHES), chunks,
+                      step_after)
     return simulate(more, make_costs(more))
 
 
 def steady_step_time(schedule: str, stages: int, microbatches: int, batches: int, chunks: int,
                      make_costs: Callable[[Plan], Costs],
-                     result: SimResult | None = None, longer: SimResult | None = None) -> float:
+                     result: SimResult | None = None, longer: SimResult | None = None,
+                     step_after: str = "backward") -> float:
     """``(makespan(T') - makespan(T)) / (T' - T)`` (module docstring); ``result`` and ``longer``:
-    the T- and T'-batch runs when already simulated."""
+    the T- and T'-batch runs when already simulated; ``step_after``: 2BW's step placement."""
     if result is None:
-        plan = build_plan(schedule, stages, microbatches, batches, chunks)
+        plan = build_plan(schedule, stages, microbatches, batches, chunks, step_after)
         result = simulate(plan, make_costs(plan))
     if longer is None:
-        longer = _longer(schedule, stages, microbatches, batches, chunks, make_costs)
+        longer = _longer(schedule, stages, microbatches, batches, chunks, make_costs, step_after)
     return (longer.makespan - result.makespan) / (longer.plan.batches - batches)
 
 
 def summarize(schedule: str, stages: int, microbatches: int, batches: int, *, chunks: int = 2,
               make_costs: Callable[[Plan], Costs], memory: MemoryModel | None = None,
               memory_for: Callable[[Plan], MemoryModel | None] | None = None,
-              ) -> tuple[dict[str, Any], SimResult]:
+              step_after: str = "backward") -> tuple[dict[str, Any], SimResult]:
     """Simulate one configuration; return the JSON-ready summary (module docstring) and the
     T-batch result (for the timeline). ``make_costs(plan)`` builds the costs of a plan;
-    ``memory`` or ``memory_for(plan)`` gives byte sizes (None: counts only)."""
-    plan = build_plan(schedule, stages, microbatches, batches, chunks)
+    ``memory`` or ``memory_for(plan)`` gives byte sizes (None: counts only); ``step_after``:
+    2BW's step placement (``forward`` with clipping, as the runtime)."""
+    plan = build_plan(schedule, stages, microbatches, batches, chunks, step_after)
     costs = make_costs(plan)
     result = simulate(plan, costs)
-    longer = _longer(schedule, stages, microbatches, batches, chunks, make_costs)
+    longer = _longer(schedule, stages, microbatches, batches, chunks, make_costs, step_after)
     steady = steady_step_time(schedule, stages, microbatches, batches, chunks, make_costs,
                               result, longer)
     mem_model = memory_for(longer.plan) if memory_for is not None else memory
@@ -76,6 +79,8 @@ def summarize(schedule: str, stages: int, microbatches: int, batches: int, *, ch
         "tokens_per_batch": None, "tokens_per_s": None, "steady_tokens_per_s": None,
         "delay": stage_delays(plan),
         "overlap_p2p": costs.overlap_p2p, "overlap_allreduce": costs.overlap_allreduce,
+        "step_after": plan.step_after, "flush_interval": costs.flush_interval,
+        "clip": costs.clip,
         "per_stage": result.per_device(),
         "peak_memory": peak_memory(longer, mem_model),
     }

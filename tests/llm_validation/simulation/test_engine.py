@@ -140,7 +140,8 @@ _nonneg = st.floats(0.0, 2.0, allow_nan=False)
 def test_every_start_is_the_earliest_possible(schedule, P, extra, T, data, overlap_p2p,
                                               overlap_ar):
     M = P * (1 + extra % 2) if schedule == "interleaved-1f1b" else P + extra
-    plan = build_plan(schedule, P, M, T, chunks=2)
+    placement = data.draw(st.sampled_from(("backward", "forward")))
+    plan = build_plan(schedule, P, M, T, chunks=2, step_after=placement)
     K = plan.vstages
     vst = tuple(VStageCost(forward=data.draw(_pos), backward=data.draw(_pos),
                            backward_input=data.draw(_pos), backward_weight=data.draw(_pos))
@@ -149,5 +150,8 @@ def test_every_start_is_the_earliest_possible(schedule, P, extra, T, data, overl
         unit_costs(plan), vstages=vst, boundary=tuple(data.draw(_nonneg) for _ in range(K - 1)),
         step=tuple(data.draw(_nonneg) for _ in range(P)),
         allreduce=tuple(data.draw(_nonneg) for _ in range(P)), latency=data.draw(_nonneg),
-        overlap_p2p=overlap_p2p, overlap_allreduce=overlap_ar)
+        overlap_p2p=overlap_p2p, overlap_allreduce=overlap_ar,
+        flush=tuple(data.draw(_nonneg) for _ in range(P)),
+        flush_interval=data.draw(st.integers(1, 3)), clip=data.draw(st.booleans()),
+        clip_latency=data.draw(_nonneg))
     assert_earliest_starts(simulate(plan, costs))
