@@ -281,7 +281,7 @@ def check_schedule(stage: int, stages: int, microbatches: int, batches: int, sta
             first_read = step_reader(a.batch, microbatches)
             assert at.get((FORWARD, first_read), len(acts)) > n, \
                 f"step {a.batch} after F({first_read}), which reads W({a.version})"
-            lag = max(lag, n - at[(BACKWARD, last)])
+            lag = max(lag, n - at[(BACKWARD, last)] - 1)
             if step_after == "forward" and a.batch < batches - 1:
                 trigger = (a.batch + 1) * microbatches + stages - 1
                 assert acts[n - 1] == (FORWARD, trigger, trigger // microbatches,

@@ -6,7 +6,8 @@ schedule, the ASCII timeline and the proof that the versions are there in time):
     W(-1) = W(0); slot[0] = slot[1] = copy of W(0); master p aliases slot[1] = W(0)
     steady 1F1B over the global microbatch stream (no flush at batch boundaries):
       F(i), B(i) of batch t = i // M use slot[t % 2] = W(t-1)  (functional_call)
-      after B of the last microbatch of batch t:                (STEP t)
+      after B of the last microbatch of batch t (or later:      (STEP t)
+        schedule.STEP_PLACEMENTS):
         p.grad = slot[t % 2].grad           # grad f(W(t-1)) of batch t, this stage's part
                                             #   (averaged over the D replicas first: bucketed
                                             #   all-reduces launched by hooks during B of the
@@ -37,19 +38,32 @@ fresh gradient at W(t) on batch t (and the large-batch gradient of the momentum 
 pipelined pass on a separate process group. These passes synchronise the stages (a bubble) at
 those steps only; for pure-throughput runs set ``stats_interval = 0`` and ``eval_interval = 0``.
 
-Checkpoints (every ``checkpoint_interval`` steps and at the end): after STEP t each stage saves
+Checkpoints (every ``checkpoint_interval`` steps and at the end): at STEP t each stage saves
 its master W(t+1), the version W(t) of batch t+1, optimizer + EF state, statistics state, RNG
-and data position, BEFORE sending the input gradient of batch t's last microbatch; hence stage 0
-finishes STEP t only after every stage has saved, and it then writes the ``COMPLETE`` marker.
-Resume restarts the schedule at batch t+1 with a fresh warm-up; no number changes.
+and data position; stage 0 writes the ``COMPLETE`` marker at its next flush (at the end at
+once). Resume restarts the schedule at batch t+1 with a fresh warm-up; no number changes.
 
-Divergence: the batch losses stay on the device; at each flush (every ``log_interval`` steps,
-checkpoint steps, the end; ``training.flush``) the last stage reads them with its partial sums
-in one copy and publishes the first non-finite step d (or none) in the rendezvous store
-before it sends the gradient of the batch's last microbatch (held back at flush steps), so
-every other stage finds the verdict when it reaches its own STEP of that batch. Every stage
-stops there, like the emulator: status ``diverged`` at step d, the rows up to d, no checkpoint
-after the divergence (the steps between d and the flush are computed and dropped).
+No gradient is ever held back: a backward's input gradient leaves before anything else the
+stage does, so the stages' optimizer steps overlap instead of running in series (the old
+runtime held the batch's last gradient at every flush until after its own step).
+
+Where STEP t goes (``schedule.STEP_PLACEMENTS``, proven by ``check_schedule``): W(t+1) is
+first read by F((t+2)M), at least two pairs after B(tM + M - 1), so the step may run anywhere
+in between. Without clipping it follows the batch's last backward (one gradient buffer at a
+time); with global-norm clipping (:mod:`llm_validation.pipeline.clipping`) it follows
+F((t+1)M + P - 1): every stage launches its norm's reduction as soon as its gradient is final
+(after that last backward), and by that forward every stage's contribution has causally
+arrived, so the step does not wait (the gradient of batch t then lives beside batch t+1's for
+s + 1 pairs).
+
+Divergence (:mod:`llm_validation.pipeline.stage_flush`): the batch losses stay on the device;
+at each flush (every ``log_interval`` steps, checkpoint steps, the end; ``training.flush``)
+the last stage reads them with its partial sums in one copy and publishes the first
+non-finite step so far in the rendezvous store; at a checkpoint step and the last step every
+stage acts on that verdict (waiting for it), at any other flush on the previous flush's, which
+is already there. Every stage stops at the same flush, like the emulator: status ``diverged``
+at step d, the rows up to d, no checkpoint after the divergence (the steps between d and the
+stop are computed and dropped).
 """
 
 from __future__ import annotations

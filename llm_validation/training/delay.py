@@ -65,6 +65,7 @@ import torch
 from torch import Tensor
 
 from llm_validation.config import CORRECTIONS, TrainConfig
+from llm_validation.training.clip import CLIP_EPS, clip_grads_, clip_scale, global_clip_  # noqa: F401
 from llm_validation.training.corrections import (DCASGD, EF_CHUNK, EF_LEVELS,  # noqa: F401
                                                   GradErrorFeedback, NesterovLookahead,
                                                   UpdateErrorFeedback, _check_lam, _copy_into)
@@ -72,10 +73,6 @@ from theory.update_rules import read_index
 
 __all__ = ["DelayedOptimizer", "UpdateErrorFeedback", "GradErrorFeedback", "EF_LEVELS",
            "effective_tau", "clip_scale", "clip_grads_", "CLIP_EPS"]
-
-#: The 1e-6 torch.nn.utils.clip_grad_norm_ adds to the norm before dividing.
-CLIP_EPS = 1e-6
-
 
 def effective_tau(step: int, tau: int, sync_start: int = 0, sync_cooldown: int = 0,
                   total_steps: int | None = None) -> int:
@@ -94,30 +91,6 @@ def effective_tau(step: int, tau: int, sync_start: int = 0, sync_cooldown: int =
         if step >= total_steps - sync_cooldown:
             return 0
     return tau
-
-
-def clip_grads_(grads: Sequence[Tensor], sq: Tensor, max_norm: float) -> Tensor:
-    """``g <- g * min(1, max_norm / (sqrt(sq) + 1e-6))`` for every tensor of ``grads``, in place,
-    on the device (no host read); ``sq``: the squared global norm, a float64 scalar tensor.
-    Returns the norm (a float64 scalar tensor).
-
-    The emulator and every pipeline stage call this one function, so equal ``sq`` give equal
-    gradients bit for bit: the root is torch's float64 ``sqrt`` (which on this CPU misses
-    IEEE's rounding by one ulp for ~0.7% of arguments, so it is used on both sides rather than
-    Python's ``math.sqrt``), the division is IEEE float64 (``full_like(c) / x``, not the
-    reciprocal ``c / x`` of a tensor would take), and the factor multiplies float32 gradients
-    as float32, exactly as a Python float did (a factor of 1 multiplies exactly, so the
-    no-clip case is bitwise a no-op)."""
-    total = sq.sqrt()
-    scale = (torch.full_like(total, max_norm) / (total + CLIP_EPS)).clamp(max=1.0)
-    torch._foreach_mul_(list(grads), scale.to(grads[0].device))
-    return total
-
-
-def clip_scale(total_norm: float, max_norm: float) -> float:
-    """Factor of global-norm clipping, as ``torch.nn.utils.clip_grad_norm_``:
-    ``min(1, max_norm / (total_norm + 1e-6))``."""
-    return min(1.0, max_norm / (total_norm + CLIP_EPS))
 
 
 class DelayedOptimizer:
@@ -290,22 +263,12 @@ class DelayedOptimizer:
 
     @torch.no_grad()
     def _clip(self) -> None:
-        """Global L2 clipping of the gradients the base step will use (``grad_clip``): the
-        squared norm from here (``reduce_sq``: summed over stages on the host) or from
-        ``clip_sq`` (a pipeline stage), the factor and the product on the device
-        (:func:`clip_grads_`)."""
+        """Global L2 clipping of the gradients the base step will use (``grad_clip``;
+        :func:`llm_validation.training.clip.global_clip_`)."""
         grads = [p.grad for p in self.params if p.grad is not None]
-        if not grads:
-            return
-        if self.clip_sq is not None:
-            sq = self.clip_sq(grads)
-        else:
-            norms = torch._foreach_norm(grads)                       # float32, as torch's clip
-            sq = torch.stack([n.double() for n in norms]).square().sum()
-            if self.reduce_sq is not None:
-                sq = torch.tensor(self.reduce_sq(float(sq)), dtype=torch.float64,
-                                  device=sq.device)
-        self._grad_norm = clip_grads_(grads, sq, self.grad_clip)
+        if grads:
+            self._grad_norm = global_clip_(grads, self.grad_clip, reduce_sq=self.reduce_sq,
+                                           clip_sq=self.clip_sq)
 
     @property
     def last_grad_norm(self) -> float | None:
