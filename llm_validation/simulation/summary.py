@@ -5,8 +5,9 @@ Definitions (``T`` batches of ``M`` microbatches on ``P`` devices, ``D`` replica
 - ``step_time = makespan / T`` (per batch, so per optimizer step except for PipeDream, which
   steps after every microbatch);
 - ``steady_step_time``: ``(makespan(T') - makespan(T)) / (T' - T)`` with
-  ``T' = max(T + 1, MEMORY_BATCHES)``: what one more batch costs in a long run (the fill and
-  drain cancel);
+  ``T' = max(T + K, MEMORY_BATCHES)``, ``K`` the flush interval (1 above
+  :data:`STEADY_FLUSH_WINDOW`): what one more batch costs in a long run (the fill and drain
+  cancel; ``K`` more batches hold exactly one more flush);
 - ``bubble_fraction``: share of the devices' time not occupied by any action
   (:attr:`.engine.SimResult.bubble_fraction`); with unit costs 1F1B gives ``(P-1)/(M+P-1)``;
 - ``tokens_per_s = D T M tokens_per_microbatch / makespan`` (and ``steady_tokens_per_s`` from
@@ -26,17 +27,30 @@ from llm_validation.simulation.engine import SimResult, simulate
 from llm_validation.simulation.memory import MemoryModel, peak_memory
 from llm_validation.simulation.schedules import Plan, build_plan, stage_delays
 
-__all__ = ["summarize", "steady_step_time", "MEMORY_BATCHES"]
+__all__ = ["summarize", "steady_step_time", "MEMORY_BATCHES", "STEADY_FLUSH_WINDOW"]
 
 #: Shortest run in which every schedule shows its peak memory: 2BW's batch 1 still reads W(0),
 #: so two weight versions are first in flight together in batch 2.
 MEMORY_BATCHES = 3
 
 
+#: Flush intervals up to this many steps are averaged into the steady step time (the longer
+#: run adds K batches, exactly one more flush); a longer interval counts as no flush in the
+#: steady state (its cost, amortised over K steps, is left out).
+STEADY_FLUSH_WINDOW = 16
+
+
+def _window(costs: Costs) -> int:
+    """Batches the longer run adds: the flush interval K (<= STEADY_FLUSH_WINDOW), else 1."""
+    K = costs.flush_interval
+    return K if K <= STEADY_FLUSH_WINDOW else 1
+
+
 def _longer(schedule: str, stages: int, microbatches: int, batches: int, chunks: int,
-            make_costs: Callable[[Plan], Costs], step_after: str = "backward") -> SimResult:
-    more = build_plan(schedule, stages, microbatches, max(batches + 1, MEMORY_BATCHES), chunks,
-                      step_after)
+            make_costs: Callable[[Plan], Costs], step_after: str = "backward",
+            window: int = 1) -> SimResult:
+    more = build_plan(schedule, stages, microbatches, max(batches + window, MEMORY_BATCHES),
+                      chunks, step_after)
     return simulate(more, make_costs(more))
 
 
@@ -50,7 +64,8 @@ def steady_step_time(schedule: str, stages: int, microbatches: int, batches: int
         plan = build_plan(schedule, stages, microbatches, batches, chunks, step_after)
         result = simulate(plan, make_costs(plan))
     if longer is None:
-        longer = _longer(schedule, stages, microbatches, batches, chunks, make_costs, step_after)
+        longer = _longer(schedule, stages, microbatches, batches, chunks, make_costs, step_after,
+                         _window(result.costs))
     return (longer.makespan - result.makespan) / (longer.plan.batches - batches)
 
 
@@ -65,7 +80,8 @@ def summarize(schedule: str, stages: int, microbatches: int, batches: int, *, ch
     plan = build_plan(schedule, stages, microbatches, batches, chunks, step_after)
     costs = make_costs(plan)
     result = simulate(plan, costs)
-    longer = _longer(schedule, stages, microbatches, batches, chunks, make_costs, step_after)
+    longer = _longer(schedule, stages, microbatches, batches, chunks, make_costs, step_after,
+                     _window(costs))
     steady = steady_step_time(schedule, stages, microbatches, batches, chunks, make_costs,
                               result, longer)
     mem_model = memory_for(longer.plan) if memory_for is not None else memory

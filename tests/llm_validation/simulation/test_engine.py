@@ -155,3 +155,25 @@ def test_every_start_is_the_earliest_possible(schedule, P, extra, T, data, overl
         flush_interval=data.draw(st.integers(1, 3)), clip=data.draw(st.booleans()),
         clip_latency=data.draw(_nonneg))
     assert_earliest_starts(simulate(plan, costs))
+
+
+def test_steps_and_flushes_overlap_in_2bw_and_clipping_needs_the_forward_placement():
+    """Unit F and B, a step of 0.5 and a flush of 0.25 ticks on every device: one 2BW batch
+    costs 2M + 0.75 in steady state whatever P (the stages' steps overlap: nothing is held
+    back; 2M + 0.75 P would be the steps in series), 1F1B 2(M + P - 1) + 0.75. With clipping
+    the step after F((t+1)M + P - 1) keeps 2BW's cost, the step after the last backward waits
+    P - 1 ticks for stage 0's gradient."""
+    from llm_validation.simulation.summary import steady_step_time
+
+    for P, M in [(2, 2), (3, 3), (4, 8)]:
+        def costs(clip):
+            return lambda plan: dataclasses.replace(unit_costs(plan), step=(0.5,) * P,
+                                                    flush=(0.25,) * P, clip=clip)
+        for placement in ("backward", "forward"):
+            assert steady_step_time("2bw", P, M, 3, 2, costs(False),
+                                    step_after=placement) == 2 * M + 0.75
+        assert steady_step_time("2bw", P, M, 3, 2, costs(True), step_after="forward") \
+            == 2 * M + 0.75
+        assert steady_step_time("2bw", P, M, 3, 2, costs(True), step_after="backward") \
+            == 2 * M + 0.75 + (P - 1)
+        assert steady_step_time("1f1b", P, M, 3, 2, costs(False)) == 2 * (M + P - 1) + 0.75
