@@ -268,8 +268,8 @@ def profile_costs(plan: Plan, profile: Profile, *, link: Hardware | None = None,
                   data_parallel: int | None = None, grad_bytes: list[float] | None = None,
                   overlap_p2p: bool = True, overlap_allreduce: bool = False) -> Costs:
     """Costs measured by a profiled run (see :mod:`.profile` for how each field is used): the
-    step without the flush (``step_s``, the slot copy and any clipping wait included), the
-    flush apart (``flush_s``, every ``log_interval`` steps of the run), clipping when the run
+    step without the flush (``step_s``, the slot copy and any clipping wait included; plus
+    ``side_s``, the side passes that follow it), the flush apart (``flush_s``, every ``log_interval`` steps of the run), clipping when the run
     clipped.
 
     ``link``: when given, messages take ``latency + activation_bytes / bandwidth`` instead of
@@ -308,7 +308,8 @@ def profile_costs(plan: Plan, profile: Profile, *, link: Hardware | None = None,
         allreduce = [ring_allreduce_time(g, D, link.dp_bytes_per_s, link.dp_latency_s)
                      - ring_allreduce_time(g, profile.data_parallel, link.dp_bytes_per_s,
                                            link.dp_latency_s) for g in grad_bytes]
-    return Costs(vstages=tuple(vst), step=tuple(p.step_s for p in profile.per_stage),
+    return Costs(vstages=tuple(vst),
+                 step=tuple(p.step_s + (p.side_s or 0.0) for p in profile.per_stage),
                  allreduce=tuple(allreduce), boundary=tuple(boundary), latency=latency,
                  overlap_p2p=overlap_p2p, overlap_allreduce=overlap_allreduce, time_unit="s",
                  microbatch_tokens=profile.microbatch_tokens, data_parallel=D,

@@ -102,6 +102,8 @@ class StageProfile:
     flush_s: float | None = None
     """What a step ending a metrics flush costs more (mean per flush; the waits for another
     stage's verdict and checkpoint saves excluded); None: not measured (0)."""
+    side_s: float | None = None
+    """Side passes (validation, the statistics' extra gradients) per step; None: 0."""
 
     def __post_init__(self) -> None:
         w = f"profile stage {self.stage}"
@@ -114,8 +116,9 @@ class StageProfile:
         for name in ("backward_input_s", "backward_weight_s"):
             object.__setattr__(self, name, _nonneg(f"{w}: {name}", getattr(self, name),
                                                    positive=True, optional=True))
-        object.__setattr__(self, "flush_s", _nonneg(f"{w}: flush_s", self.flush_s,
-                                                    optional=True))
+        for name in ("flush_s", "side_s"):
+            object.__setattr__(self, name, _nonneg(f"{w}: {name}", getattr(self, name),
+                                                   optional=True))
         if (self.backward_input_s is None) != (self.backward_weight_s is None):
             raise ValueError(f"{w}: give both backward_input_s and backward_weight_s, or neither")
         if self.samples is not None:
