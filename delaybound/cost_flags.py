@@ -41,6 +41,9 @@ def cost_setup(args: argparse.Namespace, ef: bool = False) -> dict[str, Any]:
     from llm_validation.simulation.memory import memory_model
     from llm_validation.simulation.shapes import stage_shapes
     D = args.data_parallel[0] if args.data_parallel else None
+    # the flush and clipping flags (absent from a hand-built namespace: the defaults)
+    log_interval = getattr(args, "log_interval", None)
+    flush_ms, clip = getattr(args, "flush_ms", 0.0), getattr(args, "clip", False)
     if args.unit_costs:
         if D not in (None, 1):
             raise ValueError("--unit-costs has no all-reduce cost; --data-parallel needs "
@@ -68,8 +71,8 @@ def cost_setup(args: argparse.Namespace, ef: bool = False) -> dict[str, Any]:
             costs = profile_costs(plan, prof, link=link, data_parallel=D, grad_bytes=grads,
                                   overlap_p2p=not args.no_overlap_p2p,
                                   overlap_allreduce=args.overlap_allreduce)
-            if args.log_interval is not None:        # another flush interval than the run's
-                costs = dataclasses.replace(costs, flush_interval=args.log_interval)
+            if log_interval is not None:             # another flush interval than the run's
+                costs = dataclasses.replace(costs, flush_interval=log_interval)
             return costs
 
         def memory_for(plan):
@@ -96,14 +99,14 @@ def cost_setup(args: argparse.Namespace, ef: bool = False) -> dict[str, Any]:
                            data_parallel=D or 1, optimizer=opt, ef=ef,
                            overlap_p2p=not args.no_overlap_p2p,
                            overlap_allreduce=args.overlap_allreduce,
-                           flush_s=args.flush_ms * 1e-3, flush_interval=args.log_interval or 1,
-                           clip=args.clip)
+                           flush_s=flush_ms * 1e-3, flush_interval=log_interval or 1,
+                           clip=clip)
 
     def memory_for(plan):
         return memory_model(shapes(plan), tokens, optimizer=opt, ef=ef,
                             separate_master=args.separate_master)
     return {"source": f"model:{args.model}", "make_costs": make_costs, "memory_for": memory_for,
-            "optimizer": opt, "step_after": "forward" if args.clip else "backward"}
+            "optimizer": opt, "step_after": "forward" if clip else "backward"}
 
 
 def check_stage_blocks(model: str, stages: Any) -> None:
