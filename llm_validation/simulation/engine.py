@@ -48,7 +48,7 @@ from llm_validation.simulation.schedules import (
     STEP,
     SYNC_SCHEDULES,
     Plan,
-    SimAction as SimAction_,
+    SimAction,
 )
 
 __all__ = ["Span", "Transfer", "SimResult", "simulate", "ALLREDUCE", "SEND", "UPDATE", "FLUSH",
@@ -215,7 +215,7 @@ def simulate(plan: Plan, costs: Costs) -> SimResult:
     need: dict[int, int] = {}          # weight-gradient actions per step, over every device
     for rows in acts:
         for a, *_ in rows:
-            if isinstance(a, SimAction_) and a.kind in (BACKWARD, BACKWARD_WEIGHT):
+            if isinstance(a, SimAction) and a.kind in (BACKWARD, BACKWARD_WEIGHT):
                 need[a.step] = need.get(a.step, 0) + 1
     got: dict[int, tuple[int, float]] = {}
 
