@@ -53,7 +53,7 @@ from llm_validation.rundir import KEEP_CHECKPOINTS, RunPaths
 
 __all__ = ["COMPLETE", "METADATA", "ckpt_dir", "stage_dir", "save_stage_checkpoint",
            "mark_complete", "grid_of", "latest_complete", "damage", "newest_intact",
-           "drop_checkpoints_after", "load_global",
+           "drop_checkpoints_after", "load_global", "loadable",
            "flatten", "unflatten"]
 
 COMPLETE = "COMPLETE"
@@ -227,6 +227,18 @@ def newest_intact(paths: RunPaths) -> tuple[int, Path] | None:
         print(f"warning: checkpoint {d} is damaged ({what}); trying the next older one "
               f"({older})", file=sys.stderr, flush=True)
     return None
+
+
+def loadable(paths: RunPaths, step: int) -> str | None:
+    """Why this rank cannot resume from the checkpoint of ``step`` as it sees the run
+    directory (no ``COMPLETE`` marker, or :func:`damage`), or None (step 0: nothing to load)."""
+    if step == 0:
+        return None
+    d = ckpt_dir(paths, step)
+    if not (d / COMPLETE).is_file():
+        return f"{d} has no {COMPLETE} marker here"
+    what = damage(d)
+    return None if what is None else f"{d} is damaged ({what})"
 
 
 def drop_checkpoints_after(paths: RunPaths, step: int) -> None:

@@ -43,6 +43,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from llm_validation.config import TrainConfig
+from llm_validation.pipeline.watchdog import published_wait
 
 __all__ = ["model_param_order", "StageClip", "clip_groups", "stage_clip"]
 
@@ -82,6 +83,11 @@ class StageClip:
         self.size, self.group, self.device = size, group, device
         self._pending: tuple[list[int], Tensor, Any] | None = None
         self.launched = 0   # reductions started (tests: one per step)
+        # the rank's published status and the row's other ranks (set by stage_clip): the wait
+        # for the norm is a published wait (pipeline.watchdog), so a peer saving a checkpoint
+        # (a long phase) is waited for, and a hung one is diagnosed as for a p2p neighbour
+        self.status: dict | None = None
+        self.peers: list[int] = []
 
     def launch(self, grads: Sequence[Tensor]) -> None:
         """Start the reduction of these gradients' norms (asynchronous): call once the
@@ -103,7 +109,9 @@ class StageClip:
         _, v, work = self._pending
         self._pending = None
         if work is not None:
-            work.wait()
+            with published_wait(self.status, self.peers, "the other stages of this pipeline "
+                                                         "row (the clipping norm)"):
+                work.wait()
         return v.double().square().sum()
 
 
@@ -121,5 +129,6 @@ def stage_clip(cfg: TrainConfig, ctx: Any, opt: Any, global_names: Sequence[str]
     rows = [[rank_of(d, k, P) for k in range(P)] for d in range(D)]
     groups = clip_groups(rows, ctx.backend, datetime.timedelta(seconds=ctx.timeout_s))
     clip = StageClip([place[n] for n in global_names], len(order), groups[replica], device)
+    clip.status, clip.peers = ctx.status, [r for r in rows[replica] if r != ctx.rank]
     opt.grad_clip, opt.clip_sq = cfg.optim.grad_clip, clip.squared_norm
     return clip

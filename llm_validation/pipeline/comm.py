@@ -4,18 +4,30 @@ One process per stage and replica; stage ``s`` of a pipeline row is global rank 
 (``pipeline.mesh``: ``replica * P + s``; just ``s`` without data parallelism), on the row's
 process group (gloo on CPU, NCCL on GPUs). Activations go ``s -> s+1``, their gradients ``s+1 -> s``; each direction between two
 ranks carries one kind of message, in microbatch order, so no tags are needed (NCCL has none).
-Small control messages (the partial sums of statistics, sent to stage 0) travel on a
-separate gloo group, so they never interleave with activations even under NCCL.
+Control messages (the partial sums of statistics, sent to stage 0) travel on a separate gloo
+group, so they never interleave with activations even under NCCL; a message of any size goes
+as chunks of :data:`MESSAGE_BYTES` (the first one says how many bytes follow).
 
-Every wait has a deadline (``timeout_s``): a peer that died shows up at once as a closed
-connection, a peer that hangs as a timeout; both raise :class:`StageFailure` naming this stage,
-the peer, and the message awaited, which the launcher turns into one error for the whole run.
+Waits: a peer that died shows up at once as a closed connection (:class:`StageFailure`, kind
+``lost``, naming this stage, the peer and the message awaited). A peer that hangs is diagnosed
+by the stage's watchdog (:mod:`llm_validation.pipeline.watchdog`): every wait publishes what it
+waits on and since when in ``status``, and the watchdog names the hung stage after the hang
+deadline unless the stage at the end of the chain of waits is inside a declared long phase
+(model build, checkpoint save, ...). ``timeout_s`` is only the transport's backstop (the
+process groups' long timeout): a wait that reaches it raises a ``timeout`` StageFailure.
+
+Sends stay alive until they are known complete: on NCCL a completed send is seen with
+``is_completed()`` and dropped at the next flush; on gloo a send cannot be polled (its work
+reports completion only once waited), so sends are waited for :data:`REAP_LAG_FLUSHES`
+flushes later, when the 2BW schedule has made them complete (below); both modes.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import math
+import time
 from collections import deque
 from typing import Any
 
@@ -25,15 +37,30 @@ from torch import Tensor
 
 from llm_validation.pipeline.faults import follow_waits
 
-__all__ = ["StageFailure", "StageLink", "post_batch", "LOST", "TIMEOUT", "MESSAGE_BYTES", "encode_message",
-           "decode_message", "is_timeout"]
+__all__ = ["StageFailure", "StageLink", "post_batch", "LOST", "TIMEOUT", "MESSAGE_BYTES",
+           "REAP_LAG_FLUSHES", "MESSAGE_REAP_LAG", "encode_message", "decode_message",
+           "message_chunks", "message_bytes", "is_timeout"]
 
 #: failure kinds in :class:`StageFailure` (the launcher ranks them: a lost connection means the
 #: peer process is gone; a timeout means the peer is alive but silent, i.e. hung)
 LOST = "lost"
 TIMEOUT = "timeout"
-#: Size of one control message (a JSON dict of partial sums: about 40 floats, ~1.5 kB).
+#: Size of one chunk of a control message (a flush's rows: ~1.5 kB per row and stage with
+#: statistics on); a longer message goes as several chunks, the first carrying the length.
 MESSAGE_BYTES = 16384
+#: The sends posted before the n-th flush (in grouped mode by it, otherwise one by one since
+#: the previous one) are waited for (and freed) at flush n + REAP_LAG_FLUSHES. Why they are
+#: complete by then: the executor flushes twice at each STEP, so that is two steps later, and
+#: every send posted before STEP t+1 is received before STEP t+2: (a) activations sent to s+1
+#: belong to batches <= t+2, which s+1 forwards before the gradients of batch t+2 that s needs
+#: for STEP t+2; (b) gradients sent to s-1 belong to batches <= t+1, needed by s-1's STEP t+1,
+#: which comes before s-1 forwards the last microbatch of batch t+2 (w <= P-1 < M pairs
+#: later), and s has received every activation of batch t+2 before STEP t+2. So the wait
+#: returns at once (a side pass's link drains all its sends at its end).
+REAP_LAG_FLUSHES = 4
+#: Control messages kept in flight per stage before the oldest is waited for (see
+#: ``StageLink.send_message`` for why it is delivered by then).
+MESSAGE_REAP_LAG = 3
 
 
 class StageFailure(RuntimeError):
@@ -53,11 +80,13 @@ def is_timeout(exc: BaseException) -> bool:
 class _Pending:
     """An issued non-blocking op with what is needed to wait on it and explain a failure."""
 
-    __slots__ = ("work", "tensor", "peer", "what", "unstage")
+    __slots__ = ("work", "tensor", "peer", "what", "unstage", "flush")
 
-    def __init__(self, work: Any, tensor: Any, peer: int, what: str, unstage: bool = False):
+    def __init__(self, work: Any, tensor: Any, peer: int, what: str, unstage: bool = False,
+                 flush: int = 0):
         self.work, self.tensor, self.peer, self.what = work, tensor, peer, what
         self.unstage = unstage   # a received host copy to move to the stage's device
+        self.flush = flush       # the flush that posted a send (grouped-mode reaping)
 
 
 class _AllWorks:
@@ -155,6 +184,14 @@ class StageLink:
         self._outbox: list[tuple[Tensor, int, str]] = []   # grouped mode: sends held back
         self._sends: deque[_Pending] = deque()      # activations / gradients
         self._messages: deque[_Pending] = deque()   # control messages
+        self._flushes = 0                           # flush() calls so far
+        self.sends_peak = 0                         # most sends pending after a flush
+        self.message_peak = 0                       # bytes of the largest message sent
+
+    @property
+    def pending_sends(self) -> int:
+        """Sends posted and not yet known complete (their tensors are kept alive)."""
+        return len(self._sends)
 
     # -- waits ------------------------------------------------------------------------------
     def wait_key(self, key: str, peer: int, what: str) -> bytes:
@@ -165,7 +202,8 @@ class StageLink:
         return self.store.get(key)
 
     def _wait(self, p: _Pending) -> Tensor:
-        if self.status is not None:
+        if self.status is not None:   # read by the watchdog's hang diagnosis
+            self.status.update(what=p.what, since=time.time())
             self.status["waiting_on"] = p.peer
         try:
             p.work.wait(self.timeout if self.host_waits or isinstance(p.work, _KeyWait)
@@ -187,8 +225,12 @@ class StageLink:
         return p.tensor
 
     def _reap(self) -> None:
-        """Forget completed sends (keeps their tensors alive until then)."""
-        while self._sends and self._sends[0].work.is_completed():
+        """Forget completed sends (keeps their tensors alive until then): those that report
+        completion (NCCL) and those posted :data:`REAP_LAG_FLUSHES` flushes ago or earlier
+        (complete by the schedule's order; a gloo send cannot report it unwaited)."""
+        old = self._flushes - REAP_LAG_FLUSHES
+        while self._sends and (self._sends[0].flush <= old
+                               or self._sends[0].work.is_completed()):
             self._wait(self._sends.popleft())  # surfaces an error a completed send may carry
 
     def drain(self) -> None:
@@ -271,51 +313,86 @@ class StageLink:
             t = self._stage(t)
         self._outbox.append((t, peer, what))
         if not self.grouped:
-            self.flush()
+            self._post_outbox()
             self._reap()
 
     def flush(self) -> None:
-        """Issue the sends held back, as one batch (grouped mode: before the stage may block
-        elsewhere; otherwise every send is flushed at once)."""
+        """Issue the sends held back, as one batch (the executor calls it at every STEP, twice,
+        and at the end of a run: each call is one "flush" of :data:`REAP_LAG_FLUSHES`), then
+        drop the sends known complete."""
+        self._post_outbox()
+        self._flushes += 1
+        self._reap()
+
+    def _post_outbox(self) -> None:
+        """Post the sends held back as one batch (non-grouped mode: after every send)."""
         sends, self._outbox = self._outbox, []
         if not sends:
             return
         work = post_batch([dist.P2POp(dist.isend, t, peer, group=self.group)
                            for t, peer, _ in sends])
         for t, peer, what in sends:      # each keeps its tensor alive until the batch is done
-            self._sends.append(_Pending(work, t, peer, what))
+            self._sends.append(_Pending(work, t, peer, what, flush=self._flushes))
+        self.sends_peak = max(self.sends_peak, len(self._sends))
 
     # -- control messages (statistics and results, to stage 0) -------------------------------
     def send_message(self, obj: dict, dst: int, what: str) -> None:
-        """Non-blocking send of a small JSON-able dict to rank ``dst`` on the control group."""
-        buf = encode_message(obj)
-        work = post_batch([dist.P2POp(dist.isend, buf, dst, group=self.control_group)])
-        self._messages.append(_Pending(work, buf, dst, what))
-        while self._messages and self._messages[0].work.is_completed():
+        """Non-blocking send of a JSON-able dict of any size to rank ``dst`` on the control
+        group (:func:`encode_message`'s chunks, posted in order in one batch)."""
+        chunks = encode_message(obj)
+        self.message_peak = max(self.message_peak, 8 + message_bytes(chunks[0]))
+        work = post_batch([dist.P2POp(dist.isend, c, dst, group=self.control_group)
+                           for c in chunks])
+        self._messages.append(_Pending(work, chunks, dst, what))
+        # the control group is gloo even under NCCL: its sends cannot be polled. A stage
+        # sends one message per flush; the message of flush f_n is read by stage 0 at its
+        # flush f_{n+1} (write_through), which precedes stage 0's forward of batch f_{n+3} >=
+        # f_{n+1} + 2, which this stage has received (through the stages between) before its
+        # flush f_{n+3}: so messages MESSAGE_REAP_LAG sends old are delivered; wait, free.
+        while len(self._messages) > MESSAGE_REAP_LAG:
             self._wait(self._messages.popleft())
 
-    def post_recv_message(self, src: int, what: str) -> _Pending:
-        """Post the receive of one message from rank ``src`` (read it with :func:`decode_message`
-        on :meth:`wait`'s result)."""
-        buf = torch.empty(MESSAGE_BYTES, dtype=torch.uint8)
-        return _Pending(post_batch([dist.P2POp(dist.irecv, buf, src, group=self.control_group)]),
-                        buf, src, what)
+    def recv_message(self, src: int, what: str) -> dict:
+        """Receive one message from rank ``src`` (waiting as every wait does): the first
+        chunk, then the chunks its header announces."""
+        first = self._wait(self._post_chunks(src, what, 1))[0]
+        more = message_chunks(first) - 1
+        rest = self._wait(self._post_chunks(src, what, more)) if more else []
+        return decode_message([first, *rest])
+
+    def _post_chunks(self, src: int, what: str, n: int) -> _Pending:
+        bufs = [torch.empty(MESSAGE_BYTES, dtype=torch.uint8) for _ in range(n)]
+        ops = [dist.P2POp(dist.irecv, b, src, group=self.control_group) for b in bufs]
+        return _Pending(post_batch(ops), bufs, src, what)
 
 
-def encode_message(obj: dict) -> Tensor:
-    """``obj`` as JSON in a fixed-size uint8 buffer: 8-byte length, then UTF-8 text (floats
-    round-trip exactly; NaN/inf are kept)."""
+def encode_message(obj: dict) -> list[Tensor]:
+    """``obj`` as JSON in uint8 chunks of :data:`MESSAGE_BYTES`: an 8-byte length, then the
+    UTF-8 text, zero padded (floats round-trip exactly; NaN/inf are kept); any size."""
     data = json.dumps(obj).encode()
-    if len(data) + 8 > MESSAGE_BYTES:
-        raise ValueError(f"control message of {len(data)} bytes exceeds MESSAGE_BYTES={MESSAGE_BYTES}")
-    buf = torch.zeros(MESSAGE_BYTES, dtype=torch.uint8)
-    buf[:8] = torch.tensor(list(len(data).to_bytes(8, "little")), dtype=torch.uint8)
-    buf[8 : 8 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    return buf
+    n = max(1, math.ceil((len(data) + 8) / MESSAGE_BYTES))
+    buf = torch.zeros(n * MESSAGE_BYTES, dtype=torch.uint8)
+    buf[:8] = torch.frombuffer(bytearray(len(data).to_bytes(8, "little")), dtype=torch.uint8)
+    if data:
+        buf[8:8 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return list(buf.split(MESSAGE_BYTES))
 
 
-def decode_message(buf: Tensor) -> dict:
-    """Inverse of :func:`encode_message`."""
-    raw = bytes(buf.tolist()) if buf.numel() < 64 else buf.numpy().tobytes()
+def message_bytes(first: Tensor) -> int:
+    """The length of the text of the message whose first chunk is ``first`` (its header)."""
+    return int.from_bytes(first[:8].numpy().tobytes(), "little")
+
+
+def message_chunks(first: Tensor) -> int:
+    """How many chunks the message whose first chunk is ``first`` has (its header)."""
+    return max(1, math.ceil((message_bytes(first) + 8) / MESSAGE_BYTES))
+
+
+def decode_message(chunks: list[Tensor] | Tensor) -> dict:
+    """Inverse of :func:`encode_message` (its chunks, or one tensor holding them all)."""
+    buf = chunks if isinstance(chunks, Tensor) else torch.cat(list(chunks))
+    raw = buf.numpy().tobytes()
     n = int.from_bytes(raw[:8], "little")
-    return json.loads(raw[8 : 8 + n].decode())
+    if n + 8 > len(raw):
+        raise ValueError(f"control message of {n} bytes but only {len(raw) - 8} received")
+    return json.loads(raw[8:8 + n].decode())

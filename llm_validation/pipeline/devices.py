@@ -14,7 +14,8 @@ Rules (one machine, ``ranks`` processes on it; several machines apply them per n
   on ``cuda:(r mod count)``. Speed is not the point: the 2BW executor's CUDA path (bf16
   autocast, CUDA weights, CUDA optimizer state) runs on one GPU.
 
-``DELAYBOUND_PIPE_STAGING=1`` forces the staging path on CPU (tests: the copies are real, the
+Across nodes (torchrun with WORLD_SIZE > LOCAL_WORLD_SIZE) that gloo fallback is refused
+unless ``DELAYBOUND_PIPE_ALLOW_GLOO=1``. ``DELAYBOUND_PIPE_STAGING=1`` forces the staging path on CPU (tests: the copies are real, the
 numbers must not change).
 """
 
@@ -24,16 +25,28 @@ import os
 
 import torch
 
-__all__ = ["STAGING_ENV", "pipeline_backend", "rank_device", "host_staging"]
+__all__ = ["STAGING_ENV", "ALLOW_GLOO_ENV", "pipeline_backend", "rank_device", "host_staging"]
 
+#: Allows CUDA ranks sharing GPUs over gloo in a run across nodes (refused otherwise).
+ALLOW_GLOO_ENV = "DELAYBOUND_PIPE_ALLOW_GLOO"
 #: Forces host staging of the pipeline's tensors (tests on CPU).
 STAGING_ENV = "DELAYBOUND_PIPE_STAGING"
 
 
-def pipeline_backend(device: torch.device, ranks_here: int) -> str:
-    """``nccl`` when every rank on this machine has its own GPU, else ``gloo``."""
-    if device.type == "cuda" and torch.cuda.device_count() >= ranks_here:
+def pipeline_backend(device: torch.device, ranks_here: int, across_nodes: bool = False) -> str:
+    """``nccl`` when every rank on this machine has its own GPU, else ``gloo``. CUDA ranks
+    sharing GPUs in a run across nodes (``across_nodes``) are refused with one line unless
+    ``DELAYBOUND_PIPE_ALLOW_GLOO=1``: host-staged gloo between nodes is a misconfigured
+    cluster job (fewer GPUs visible than ranks per node), not a way to train."""
+    if device.type != "cuda":
+        return "gloo"
+    count = torch.cuda.device_count()
+    if count >= ranks_here:
         return "nccl"
+    if across_nodes and os.environ.get(ALLOW_GLOO_ENV, "") != "1":
+        raise ValueError(f"{ranks_here} ranks per node but {count} GPUs visible: a multi-node "
+                         "CUDA run would fall back to gloo with host staging; give each rank "
+                         f"its own GPU, or set {ALLOW_GLOO_ENV}=1 to run that way anyway")
     return "gloo"
 
 

@@ -7,20 +7,20 @@ fails in its own code (an exception). Everything a stage learns is written as a 
 ``peer`` held responsible), and the launcher (``launch.spawn_stages``) picks the culprit with
 :func:`blame` once it has stopped every process.
 
-- Deadlines: every p2p wait (``pipeline_comm.StageLink``) and the process groups use
-  ``timeout_s`` (``DELAYBOUND_PIPE_TIMEOUT_S``, default 30 s).
-- Chains of waits: each stage publishes the peer it is waiting on to the rendezvous store every
-  :data:`STATUS_EVERY_S` (:func:`start_watchdog`); a wait that times out follows the chain
+- Deadlines and the watchdog: :mod:`llm_validation.pipeline.watchdog` (hang diagnosis after
+  ``hang_s``, long phases with their own deadline, the transport's long timeout apart).
+- Chains of waits: each stage publishes the peer it is waiting on to the rendezvous store
+  (the watchdog, under :func:`status_key`); a diagnosis follows the chain
   (:func:`follow_waits`) to the stage that waits on nobody, so stage 0 waiting on stage 1 that
   waits on a hung stage 2 names stage 2, whichever deadline expires first.
-- Watchdog: the same thread exits a stage (code :data:`WATCHDOG_EXIT`) whose loop made no
-  progress for ``timeout_s + WATCHDOG_SLACK_S`` (a hang outside any wait).
 - Blame order (:func:`blame`): a stage that died without a report (signal, crash); else one that
   reported an error or stall of its own; else the peer named by the earliest timeout (hung);
   else the peer of the earliest lost connection; with unnamed peers (torch's schedules), the one
   stage that stayed silent until it was stopped.
 
-Fault injection (tests only): ``DELAYBOUND_PIPE_FAULT="stage=S,step=T,kind=die|hang"`` makes
+Fault injection (tests only): ``DELAYBOUND_PIPE_SLOW_SAVE="R:S,..."`` slows every
+checkpoint save of rank R (:func:`slow_save`);
+``DELAYBOUND_PIPE_FAULT="stage=S,step=T,kind=die|hang"`` makes
 stage S kill itself (SIGKILL) or sleep forever right after its optimizer step T
 (:func:`inject_fault`), after writing ``logs/fault_injected.json`` with the time; a fault fires
 once per run directory (that file present: no fault), so a restarted rank runs on.
@@ -31,8 +31,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,21 +41,17 @@ __all__ = [
     "FaultSpec",
     "parse_fault",
     "inject_fault",
-    "WATCHDOG_SLACK_S",
+    "SLOW_SAVE_ENV",
+    "slow_save",
     "WATCHDOG_EXIT",
-    "STATUS_EVERY_S",
     "logs_dir",
     "write_report",
     "status_key",
-    "start_watchdog",
     "follow_waits",
     "read_reports",
     "blame",
 ]
 
-#: The watchdog fires this long after the p2p deadline, so a stage blocked in a legitimate wait
-#: is always reported by the wait (which names the peer), not by the watchdog.
-WATCHDOG_SLACK_S = 10.0
 #: Exit code of a worker stopped by its own watchdog.
 WATCHDOG_EXIT = 70
 
@@ -109,6 +103,24 @@ def inject_fault(run_dir: str, rank: int, fault: FaultSpec | None, step: int) ->
         time.sleep(3600)
 
 
+#: Tests: ``"R:S,R2:S2"`` makes rank R sleep S seconds inside every checkpoint save.
+SLOW_SAVE_ENV = "DELAYBOUND_PIPE_SLOW_SAVE"
+
+
+def slow_save(rank: int) -> None:
+    """Tests: sleep inside a checkpoint save when ``DELAYBOUND_PIPE_SLOW_SAVE`` (``"R:S,..."``:
+    rank R sleeps S seconds) names this rank (a slow file system, inside the save phase)."""
+    text = os.environ.get(SLOW_SAVE_ENV)
+    if not text:
+        return
+    try:
+        delays = {int(r): float(v) for r, v in (part.split(":") for part in text.split(","))}
+    except ValueError as exc:
+        raise ValueError(f"{SLOW_SAVE_ENV}={text!r} must look like '0:4,1:2'") from exc
+    if rank in delays:
+        time.sleep(delays[rank])
+
+
 def logs_dir(run_dir: str | Path) -> Path:
     """``<run_dir>/logs`` (created)."""
     path = Path(run_dir) / "logs"
@@ -124,43 +136,9 @@ def write_report(run_dir: str, rank: int, report: dict, name: str | None = None)
     os.replace(tmp, path)
 
 
-#: How often each stage publishes its status (progress, the peer it waits on) to the store.
-STATUS_EVERY_S = 0.5
-
-
 def status_key(rank: int) -> str:
     """Store key of a stage's published status."""
     return f"delaybound/status/{rank}"
-
-
-def start_watchdog(run_dir: str, rank: int, limit_s: float, store: Any,
-                    status: dict) -> Callable[[], None]:
-    """Daemon thread that publishes this stage's ``status`` (``waiting_on``: the peer of the
-    current p2p wait, or None) to the store and exits the process when ``heartbeat`` was not
-    called for ``limit_s``."""
-    last = [time.monotonic()]
-
-    def heartbeat() -> None:
-        last[0] = time.monotonic()
-
-    def watch() -> None:
-        while True:
-            time.sleep(min(STATUS_EVERY_S, limit_s / 4))
-            try:
-                store.set(status_key(rank), json.dumps(
-                    {"waiting_on": status.get("waiting_on"), "time": time.time()}))
-            except Exception:  # pragma: no cover - the store is gone: the run is ending
-                pass
-            idle = time.monotonic() - last[0]
-            if idle > limit_s:
-                msg = f"stage {rank} made no progress for {idle:.0f} s (watchdog)"
-                write_report(run_dir, rank, {"stage": rank, "peer": None, "kind": "stalled",
-                                             "message": msg, "time": time.time()})
-                print(msg, file=sys.stderr, flush=True)
-                os._exit(WATCHDOG_EXIT)
-
-    threading.Thread(target=watch, name="pipeline-watchdog", daemon=True).start()
-    return heartbeat
 
 
 def follow_waits(store: Any, peer: int, world: int) -> tuple[int, list[int]]:
@@ -174,7 +152,7 @@ def follow_waits(store: Any, peer: int, world: int) -> tuple[int, list[int]]:
         except Exception:
             break
         nxt = status.get("waiting_on")
-        if nxt is None or nxt in chain:
+        if nxt is None or isinstance(nxt, list) or nxt in chain:   # a list: several peers
             break
         chain.append(int(nxt))
     return chain[-1], chain

@@ -24,7 +24,14 @@ the Slurm recipe)::
         -m delaybound train --pipeline 2bw --stages 4 --data-parallel 2 --microbatches 8 \\
         --device cuda --dtype bfloat16 ...
 
-Environment: ``DELAYBOUND_PIPE_TIMEOUT_S`` (p2p deadline, default 30 s),
+Under torchrun rank 0 alone decides the step to start from (:func:`agree_start`) and
+broadcasts it; every rank checks it can load that checkpoint from where it runs and the run
+stops with one error naming the ranks that cannot (:func:`settle_start`).
+
+Environment: ``DELAYBOUND_PIPE_TIMEOUT_S`` (hang deadline, default 30 s; with
+``DELAYBOUND_PIPE_COLLECTIVE_TIMEOUT_S`` and ``DELAYBOUND_PIPE_IO_TIMEOUT_S``:
+:mod:`llm_validation.pipeline.watchdog`), ``DELAYBOUND_PIPE_ALLOW_GLOO=1`` (CUDA ranks over
+gloo with host staging across nodes, :mod:`llm_validation.pipeline.devices`),
 ``DELAYBOUND_PIPE_THREADS`` (CPU threads per rank, default cores // ranks on this machine),
 ``DELAYBOUND_DP_REDUCE`` (``allreduce`` or ``ordered``, :mod:`llm_validation.pipeline.replicas`),
 ``DELAYBOUND_PIPE_FAULT`` (tests only, see :mod:`llm_validation.pipeline.processes`).
@@ -40,12 +47,13 @@ import torch
 
 from llm_validation.config import PIPELINE_KINDS, TrainConfig
 from llm_validation.pipeline.checkpoint import (drop_checkpoints_after, latest_complete,
-                                                newest_intact)
+                                                loadable, newest_intact)
 from llm_validation.pipeline.data_parallel import run_dp_replica
 from llm_validation.pipeline.devices import pipeline_backend
 from llm_validation.pipeline.faults import PipelineFailure, parse_fault
-from llm_validation.pipeline.processes import (DEFAULT_TIMEOUT_S, WorkerContext, run_worker,
-                                               spawn_stages, torchrun_env)
+from llm_validation.pipeline.processes import (WorkerContext, run_worker, spawn_stages,
+                                               torchrun_env)
+from llm_validation.pipeline.watchdog import Deadlines
 from llm_validation.pipeline.profile import merge_stage_profiles
 from llm_validation.pipeline.replicas import dp_reduction
 from llm_validation.pipeline.schedule import validate_pipeline_shape
@@ -55,7 +63,7 @@ from llm_validation.rundir import (RunPaths, RunResult, compose_result, read_jso
                                    rewrite_metrics_before, start_step)
 from llm_validation.training.loop import resolve_device
 
-__all__ = ["launch_pipeline", "stage_body", "threads_per_stage"]
+__all__ = ["launch_pipeline", "stage_body", "threads_per_stage", "agree_start", "settle_start"]
 
 
 def threads_per_stage(ranks: int) -> int:
@@ -73,13 +81,52 @@ def threads_per_stage(ranks: int) -> int:
     return max(1, (os.cpu_count() or 1) // ranks)
 
 
-def stage_body(ctx: WorkerContext, cfg_dict: dict[str, Any], start: int, threads: int,
+def settle_start(decided: int, verdicts: list[str | None]) -> int:
+    """The start step once rank 0 ``decided`` it and every rank said whether it can load it
+    (``verdicts[r]``: None, or why rank r cannot): ``decided``, or a one-line error naming
+    every rank that cannot (so no rank starts from a step another cannot load)."""
+    bad = [(r, why) for r, why in enumerate(verdicts) if why is not None]
+    if not bad:
+        return decided
+    listed = "; ".join(f"rank {r}: {why}" for r, why in bad)
+    raise RuntimeError(f"rank 0 resumes from step {decided} but {len(bad)} of {len(verdicts)} "
+                       f"ranks cannot load it ({listed}); the run directory must be on a "
+                       "filesystem every node sees, in sync")
+
+
+def agree_start(ctx: WorkerContext, cfg: TrainConfig) -> int:
+    """Under torchrun: rank 0 prepares the run directory and decides the start step
+    (:func:`_prepare`), broadcasts it on the control group; every rank checks that it can load
+    that checkpoint (:func:`checkpoint.loadable`), the verdicts are gathered, and every rank
+    returns the step or raises the same error (:func:`settle_start`)."""
+    import torch.distributed as dist
+
+    paths = RunPaths(cfg.run.out_dir)
+    box: list[Any] = [None]
+    if ctx.rank == 0:
+        try:
+            box[0] = _prepare(cfg, paths, write=True)
+        except Exception as exc:  # noqa: BLE001 - every rank must learn it, not hang
+            box[0] = f"{type(exc).__name__}: {exc}"
+    dist.broadcast_object_list(box, src=0, group=ctx.control_group)
+    if isinstance(box[0], str):
+        raise RuntimeError(f"rank 0 could not prepare the run: {box[0]}")
+    every: list[Any] = [None] * ctx.world
+    dist.all_gather_object(every, loadable(paths, int(box[0])), group=ctx.control_group)
+    return settle_start(int(box[0]), every)
+
+
+def stage_body(ctx: WorkerContext, cfg_dict: dict[str, Any], start: int | None, threads: int,
                torchrun: bool, dp_mode: str = "allreduce") -> None:
-    """What every rank runs (2BW, a synchronous baseline, or the data-parallel emulation)."""
+    """What every rank runs (2BW, a synchronous baseline, or the data-parallel emulation);
+    ``start`` None: the ranks agree on it first (:func:`agree_start`)."""
     import torch.distributed as dist
 
     torch.set_num_threads(threads)
     cfg = TrainConfig.from_dict(cfg_dict)
+    if start is None:
+        with ctx.phase("resume"):
+            start = agree_start(ctx, cfg)
     t0 = time.perf_counter()
     if cfg.run.pipeline == "2bw":
         run_2bw_stage(ctx, cfg, start, dp_mode)
@@ -88,10 +135,11 @@ def stage_body(ctx: WorkerContext, cfg_dict: dict[str, Any], start: int, threads
     else:
         run_sync_stage(ctx, cfg, start, dp_mode)
     if torchrun:  # no parent process: rank 0 writes the summary once every rank has finished
-        dist.barrier(group=ctx.control_group)
-        if ctx.rank == 0:
-            _result(cfg, start, time.perf_counter() - t0)
-        dist.barrier(group=ctx.control_group)
+        with ctx.phase("finish", ctx.deadlines.collective_s):
+            dist.barrier(group=ctx.control_group)
+            if ctx.rank == 0:
+                _result(cfg, start, time.perf_counter() - t0)
+            dist.barrier(group=ctx.control_group)
 
 
 def _result(cfg: TrainConfig, start: int, wall: float) -> RunResult:
@@ -142,10 +190,9 @@ def launch_pipeline(cfg: TrainConfig, progress: bool = True) -> RunResult:
     device = resolve_device(run.device)
     env = torchrun_env()
     local = world if env is None else int(os.environ.get("LOCAL_WORLD_SIZE", env["world"]))
-    backend = pipeline_backend(device, local)   # ranks sharing a GPU: gloo + host staging
-    timeout_s = float(os.environ.get("DELAYBOUND_PIPE_TIMEOUT_S", DEFAULT_TIMEOUT_S))
-    if not timeout_s > 0:
-        raise ValueError(f"DELAYBOUND_PIPE_TIMEOUT_S={timeout_s} must be > 0")
+    # ranks sharing a GPU: gloo + host staging (refused across nodes unless asked for)
+    backend = pipeline_backend(device, local, across_nodes=env is not None and env["world"] > local)
+    deadlines = Deadlines.from_env()
     fault = parse_fault(os.environ.get("DELAYBOUND_PIPE_FAULT"))
     paths = RunPaths(run.out_dir)
     t0 = time.perf_counter()
@@ -154,7 +201,7 @@ def launch_pipeline(cfg: TrainConfig, progress: bool = True) -> RunResult:
         args = (cfg.to_dict(), start, threads_per_stage(world), False, dp_mode)
         try:
             spawn_stages(stage_body, args, world=world, run_dir=paths.root, backend=backend,
-                         timeout_s=timeout_s, fault=fault, progress=progress, stages=run.stages)
+                         deadlines=deadlines, fault=fault, progress=progress, stages=run.stages)
         except PipelineFailure as exc:
             found = latest_complete(paths)
             where = (f"last complete checkpoint: step {found[0]} ({found[1]}); continue with "
@@ -164,13 +211,10 @@ def launch_pipeline(cfg: TrainConfig, progress: bool = True) -> RunResult:
     if env["world"] != world:
         raise ValueError(f"torchrun started {env['world']} processes but --stages {run.stages} x "
                          f"--data-parallel {run.data_parallel} needs {world}")
-    start = _prepare(cfg, paths, write=env["rank"] == 0)
-    if env["rank"] != 0:  # wait until rank 0 has prepared the directory
-        deadline = time.monotonic() + timeout_s
-        while not (paths.root / "logs").is_dir() and time.monotonic() < deadline:
-            time.sleep(0.1)
-    args = (cfg.to_dict(), start, threads_per_stage(local), True, dp_mode)
+    _prepare(cfg, paths, write=False)   # every rank: one-line errors before anything starts
+    # the start step: decided by rank 0 inside the process group (agree_start), not here
+    args = (cfg.to_dict(), None, threads_per_stage(local), True, dp_mode)
     run_worker(stage_body, args, rank=env["rank"], world=env["world"], local_rank=env["local_rank"],
-               run_dir=str(paths.root), backend=backend, timeout_s=timeout_s, fault=fault,
+               run_dir=str(paths.root), backend=backend, deadlines=deadlines, fault=fault,
                store_addr=None, redirect_logs=False, stages=run.stages)
     return RunResult(**read_json(paths.summary))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_validation.pipeline.comm import StageLink, decode_message
+from llm_validation.pipeline.comm import StageLink
 from llm_validation.pipeline.stage import StageSetup
 from llm_validation.rundir import MetricsWriter, diverged_row, eval_row
 from llm_validation.training import stats
@@ -43,9 +43,8 @@ class MetricsCollector:
     def _gather(self, own: dict[str, Any], step: int | str) -> list[dict[str, Any]]:
         msgs = [own]
         for src in range(1, self.setup.stages):
-            m = decode_message(self.link.wait(
-                self.link.post_recv_message(self.link.ranks[src],
-                                            f"the rows of step {step} from stage {src}")))
+            m = self.link.recv_message(self.link.ranks[src],
+                                       f"the rows of step {step} from stage {src}")
             if m.get("step") != step:
                 raise RuntimeError(f"stage 0 expected the message of step {step} from stage {src}, "
                                    f"got step {m.get('step')}")

@@ -10,11 +10,13 @@ Two ways in, one worker body (:func:`run_worker`):
   rank; the rendezvous comes from its environment (``env://``) and torchrun's agent tears the
   group down when a rank fails. The run directory must be on a shared filesystem.
 
-Faults (:mod:`pipeline_faults`): every wait has a deadline, each stage publishes what it waits
-on and runs a watchdog; a failing worker writes a report and exits 1. The launcher polls the
-workers; at the first non-zero exit it stops the others (SIGTERM, then SIGKILL after
+Faults (:mod:`pipeline_faults`, :mod:`pipeline.watchdog`): the process groups get the long
+``collective_s`` timeout; each stage publishes what it waits on and runs a watchdog that names
+a hung peer after ``hang_s`` (unless the peer is in a long phase: build, load, save, each
+with the ``io_s`` deadline); a failing worker writes a report and exits 1. The launcher polls
+the workers; at the first non-zero exit it stops the others (SIGTERM, then SIGKILL after
 ``KILL_GRACE_S``) and raises ``PipelineFailure`` naming the failed stage. With the default
-``timeout_s`` every rank is gone well within 60 s of the fault. ``DELAYBOUND_*`` variables are
+``hang_s`` every rank is gone well within 60 s of a hang outside a phase. ``DELAYBOUND_*`` variables are
 handed to the workers explicitly (forkserver children do not see later environment changes).
 """
 
@@ -32,7 +34,6 @@ from typing import Any, Callable
 
 from llm_validation.pipeline.comm import StageFailure
 from llm_validation.pipeline.faults import (
-    WATCHDOG_SLACK_S,
     FaultSpec,
     PipelineFailure,
     blame,
@@ -40,16 +41,16 @@ from llm_validation.pipeline.faults import (
     logs_dir,
     parse_fault,
     read_reports,
-    start_watchdog,
     write_report,
 )
+from llm_validation.pipeline.watchdog import Deadlines, Watchdog
 from llm_validation.pipeline.mesh import Mesh, build_mesh, rank_label
 from llm_validation.pipeline import p2p_trace
 from llm_validation.training import host_syncs
 
 __all__ = [
     "WorkerContext",
-    "DEFAULT_TIMEOUT_S",
+    "Deadlines",
     "KILL_GRACE_S",
     "spawn_stages",
     "run_worker",
@@ -60,11 +61,6 @@ __all__ = [
     "parse_fault",
 ]
 
-#: Deadline of every point-to-point wait and collective (seconds). A healthy pipeline never waits
-#: this long for a neighbour (a wait lasts about one microbatch's compute, or one checkpoint
-#: save), and 30 s + the kill grace keeps the whole group's exit within 60 s of a fault. Override
-#: with ``DELAYBOUND_PIPE_TIMEOUT_S`` (e.g. for huge checkpoints on slow disks).
-DEFAULT_TIMEOUT_S = 30.0
 #: Seconds between SIGTERM and SIGKILL when the launcher stops the surviving workers.
 KILL_GRACE_S = 3.0
 
@@ -81,9 +77,14 @@ class WorkerContext:
     run_dir: str
     backend: str
     timeout_s: float
+    """The transport's deadline of every host wait (``deadlines.collective_s``)."""
+    deadlines: Deadlines
     fault: FaultSpec | None
     heartbeat: Callable[[], None]
     """Call once per schedule action: proof of progress for the watchdog."""
+    phase: Callable[..., Any]
+    """``with ctx.phase("save"):`` a long phase with its own deadline (``io_s`` by default):
+    the watchdog waits that long, and peers waiting on this rank keep waiting."""
     mesh: Mesh
     """This rank's place on the (dp, pp) mesh and its groups (:mod:`pipeline.mesh`)."""
     side_group: Any
@@ -124,7 +125,7 @@ def run_worker(
     local_rank: int,
     run_dir: str,
     backend: str,
-    timeout_s: float,
+    deadlines: Deadlines,
     fault: FaultSpec | None,
     store_addr: tuple[str, int] | None,
     redirect_logs: bool,
@@ -147,7 +148,7 @@ def run_worker(
     stale = logs_dir(run_dir) / f"fault_stage{rank}.json"
     if stale.exists():
         stale.unlink()
-    timeout = datetime.timedelta(seconds=timeout_s)
+    timeout = datetime.timedelta(seconds=deadlines.collective_s)   # the transport's deadline
     trace = os.environ.get(p2p_trace.TRACE_ENV)
     if trace:
         p2p_trace.install()
@@ -177,10 +178,11 @@ def run_worker(
         control = dist.new_group(backend="gloo", timeout=timeout)
         store = dist.distributed_c10d._get_default_store()
         status: dict = {"waiting_on": None}
-        heartbeat = start_watchdog(run_dir, rank, timeout_s + WATCHDOG_SLACK_S, store, status)
+        dog = Watchdog(run_dir, rank, deadlines, store, status, world, label=mesh.label).start()
         ctx = WorkerContext(rank=rank, world=world, local_rank=local_rank, run_dir=run_dir,
-                            backend=backend, timeout_s=timeout_s, fault=fault,
-                            heartbeat=heartbeat, mesh=mesh, side_group=mesh.side_group,
+                            backend=backend, timeout_s=deadlines.collective_s,
+                            deadlines=deadlines, fault=fault, heartbeat=dog.beat,
+                            phase=dog.phase, mesh=mesh, side_group=mesh.side_group,
                             control_group=control, store=store, status=status)
         print(f"{mesh.label()} of {world} ranks up (pid {os.getpid()}, backend {backend}, "
               f"mesh dp={mesh.replicas} x pp={mesh.stages})", flush=True)
@@ -205,13 +207,14 @@ def run_worker(
         if counts:
             host_syncs.write(counts, rank)
     try:
-        dist.destroy_process_group()
+        with dog.phase("exit", deadlines.collective_s):
+            dist.destroy_process_group()
     except Exception:  # pragma: no cover - teardown only
         pass
     return result
 
 
-def _spawned(body, body_args, rank, world, stages, run_dir, backend, timeout_s, fault,
+def _spawned(body, body_args, rank, world, stages, run_dir, backend, deadlines, fault,
              store_addr, env) -> None:
     """Entry of a forkserver child: take the launcher's ``DELAYBOUND_*`` environment (the
     forkserver's is from when it started), run the worker, exit 1 on any failure (reported)."""
@@ -220,7 +223,7 @@ def _spawned(body, body_args, rank, world, stages, run_dir, backend, timeout_s, 
     os.environ.update(env)
     try:
         run_worker(body, body_args, rank=rank, world=world, local_rank=rank, run_dir=run_dir,
-                   backend=backend, timeout_s=timeout_s, fault=fault, store_addr=store_addr,
+                   backend=backend, deadlines=deadlines, fault=fault, store_addr=store_addr,
                    redirect_logs=True, stages=stages)
     except BaseException:
         sys.stdout.flush()
@@ -304,7 +307,7 @@ def spawn_stages(
     world: int,
     run_dir: str | Path,
     backend: str,
-    timeout_s: float,
+    deadlines: Deadlines,
     fault: FaultSpec | None = None,
     progress: bool = False,
     stages: int | None = None,
@@ -318,13 +321,14 @@ def spawn_stages(
     run_dir = str(run_dir)
     logs_dir(run_dir)
     store = dist.TCPStore("127.0.0.1", 0, world + 1, is_master=True,
-                          timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+                          timeout=datetime.timedelta(seconds=deadlines.collective_s),
+                          wait_for_workers=False)
     ctx = _context()
     env = {k: v for k, v in os.environ.items() if k.startswith("DELAYBOUND_")}
     t0 = time.monotonic()
     procs = [ctx.Process(target=_spawned, name=f"stage{r}", daemon=False,
                          args=(body, body_args, r, world, stages or world, run_dir, backend,
-                               timeout_s, fault, ("127.0.0.1", store.port), env))
+                               deadlines, fault, ("127.0.0.1", store.port), env))
              for r in range(world)]
     killed: set[int] = set()
     try:

@@ -31,8 +31,9 @@ D*M microbatches combines the replicas' sums of squares with Chan et al.'s paral
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -40,12 +41,27 @@ from torch import Tensor
 
 from llm_validation.pipeline.grad_buckets import GradBuckets, bucket_bytes, finish_mean, launch_sum
 from llm_validation.pipeline.mesh import Mesh
+from llm_validation.pipeline.watchdog import published_wait
 from llm_validation.training import stats
 
 __all__ = ["Replicas", "REDUCTIONS", "dp_reduction", "pop_grads", "bit_checksum", "backward_order"]
 
 #: Gradient averaging modes (module docstring).
 REDUCTIONS = ("allreduce", "ordered")
+
+
+def _collective(what: str) -> Callable:
+    """Method decorator: while the collective runs, the rank's status publishes a wait on the
+    other replicas (``Replicas.status``), so the watchdog diagnoses a hung replica as it does
+    a hung pipeline neighbour (re-entrant: nested collectives restore the outer wait)."""
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def run(self: "Replicas", *args: Any, **kw: Any) -> Any:
+            with published_wait(self.status if self.D > 1 else None, self.peers,
+                                f"the other replicas of this stage ({what})"):
+                return fn(self, *args, **kw)
+        return run
+    return wrap
 
 
 def dp_reduction() -> str:
@@ -97,6 +113,8 @@ class Replicas:
             raise ValueError(f"data-parallel reduction {mode!r} is not one of {list(REDUCTIONS)}")
         self.D, self.d, self.mode = mesh.replicas, mesh.replica, mode
         self.group, self.control = mesh.dp_group, mesh.dp_control
+        self.peers = [r for r in mesh.dp_ranks if r != mesh.rank]
+        self.status: dict | None = None   # the rank's published status (set by the runtime)
 
     @property
     def ordered(self) -> bool:
@@ -114,6 +132,7 @@ class Replicas:
         return GradBuckets(tensors, order, self.group, self.D, cap)
 
     @torch.no_grad()
+    @_collective('gradient all-reduce')
     def reduce(self, grads: Sequence[Tensor]) -> list[Tensor]:
         """``allreduce`` after the backward: the replicas' average of each of this replica's
         gradients ``S_d`` (one all-reduce of the concatenated gradients; views of its buffer);
@@ -124,6 +143,7 @@ class Replicas:
         return finish_mean(flat, work, self.D, grads)
 
     @torch.no_grad()
+    @_collective('gradient gather')
     def fold(self, captured: list[list[Tensor]], like: Sequence[Tensor],
              noise: stats.MicrobatchGradVariance | None = None) -> list[Tensor]:
         """``ordered``: the average gradient from every replica's microbatch gradients
@@ -151,6 +171,7 @@ class Replicas:
                 noise.observe()
         return acc
 
+    @_collective('gradient average')
     def average(self, tensors: Sequence[Tensor], M: int, *,
                 captured: list[list[Tensor]] | None = None,
                 noise: stats.MicrobatchGradVariance | None = None, want_noise: bool = False,
@@ -187,6 +208,7 @@ class Replicas:
         return noise
 
     # ---------------------------------------------------------------------- losses, scalars
+    @_collective('loss gather')
     def gather_losses(self, local: Sequence[Tensor], per_batch: int | None = None) -> list[Tensor]:
         """All replicas' microbatch losses in the global microbatch order: batch by batch
         (``per_batch`` of this replica's losses per batch; default all of them), replica by
@@ -205,6 +227,7 @@ class Replicas:
                 out.extend(every[d, start:start + per].unbind())
         return out
 
+    @_collective('sum')
     def sum(self, x: float | Tensor) -> float | Tensor:
         """Sum of a float64 scalar over the replicas: a device tensor is reduced on the
         device (data-parallel group, no host read), a float on the control group."""
@@ -218,6 +241,7 @@ class Replicas:
         dist.all_reduce(t, group=self.control)
         return float(t)
 
+    @_collective('checksum')
     def check_identical(self, tensors: Sequence[Tensor], what: str) -> None:
         """Raise unless every replica holds the same bits (checksum of ``tensors``)."""
         if self.D == 1:

@@ -16,6 +16,12 @@ every step and side pass (:class:`llm_validation.pipeline.replicas.Replicas`), t
 gather their microbatch losses, so every replica computes the same statistics; replica 0
 reports them, and rank 0 (stage 0 of replica 0) writes the run directory.
 
+Build, data load, checkpoint load and save, and rank 0's wait before ``COMPLETE`` are long
+phases (``ctx.phase``, deadline ``io_s``, :mod:`llm_validation.pipeline.watchdog`). No stage
+holds a gradient back for its save (2BW sends every input gradient before its step), so the
+stages save in parallel; rank 0 writes ``COMPLETE`` only once every stage's part exists
+(:meth:`pipeline.stage_flush.StageFlush.mark_pending_complete`).
+
 Memory: :meth:`StageRun.weight_bytes` counts the distinct storages holding this stage's
 weights (the master copy and the versions a runtime registers in ``weight_tensors``); the
 largest count seen after any step is reported per stage in ``logs/result.json``.
@@ -24,6 +30,7 @@ largest count seen after any step is reported per stage in ``logs/result.json``.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import torch
@@ -34,6 +41,7 @@ from llm_validation.pipeline.clipping import stage_clip
 from llm_validation.pipeline.comm import StageLink
 from llm_validation.pipeline.devices import host_staging, rank_device
 from llm_validation.pipeline.executor import StageExecutor, detached_leaves
+from llm_validation.pipeline.faults import slow_save
 from llm_validation.pipeline.metrics import MetricsCollector
 from llm_validation.pipeline.processes import WorkerContext
 from llm_validation.pipeline.profile import ActionTimer, write_stage_profile
@@ -72,6 +80,7 @@ class StageRun(StageFlush):
     def __init__(self, ctx: WorkerContext, cfg: TrainConfig, start: int, tau: int,
                  dp_mode: str = "allreduce") -> None:
         self.ctx, self.cfg, self.start = ctx, cfg, start
+        self.saves: list[list[float]] = []   # [step, start, end] wall times of each save
         run, mesh = cfg.run, ctx.mesh
         self.P, self.s, self.M, self.N = run.stages, mesh.stage, run.microbatches, run.steps
         self.D, self.d = mesh.replicas, mesh.replica
@@ -80,13 +89,15 @@ class StageRun(StageFlush):
                              f"data_parallel x stages = {self.D} x {self.P}")
         self.is_writer = ctx.rank == 0          # stage 0 of replica 0 writes the run directory
         self.replicas = Replicas(mesh, dp_mode)
+        self.replicas.status = ctx.status    # its collectives publish waits (watchdog)
         device = rank_device(resolve_device(run.device), ctx.local_rank)
         if device.type == "cuda":
             torch.cuda.set_device(device)
         self.numerics = configure_numerics(device, run.deterministic)
         self.device = device
-        self.setup = setup = StageSetup(cfg, self.s, self.P, device, replica=self.d,
-                                        replicas=self.D)
+        with ctx.phase("build"):          # model build and data load: their own deadline
+            self.setup = setup = StageSetup(cfg, self.s, self.P, device, replica=self.d,
+                                            replicas=self.D)
         common = dict(stage=self.s, stages=self.P, device=device, act_shape=setup.act_shape,
                       act_dtype=setup.act_dtype, timeout_s=ctx.timeout_s,
                       control_group=ctx.control_group, status=ctx.status, store=ctx.store,
@@ -120,8 +131,9 @@ class StageRun(StageFlush):
         self.clip = stage_clip(cfg, ctx, self.setup.opt, self.global_names, self.d, device) \
             if cfg.optim.grad_clip > 0 and run.pipeline != "none" else None
         if start > 0:
-            self._restore(*load_global(ckpt_dir(self.paths, start), self.global_names, self.s,
-                                       self.d, device))
+            with ctx.phase("load"):
+                self._restore(*load_global(ckpt_dir(self.paths, start), self.global_names,
+                                           self.s, self.d, device))
         if self.is_writer:
             self._write_config()
             self.writer = MetricsWriter(self.paths.metrics)
@@ -265,7 +277,16 @@ class StageRun(StageFlush):
 
     def checkpoint(self, t: int, previous: dict[str, torch.Tensor] | None) -> None:
         """Save this stage's state after step t (``previous``: the version W(t) of 2BW), one
-        DCP checkpoint per stage written by its replicas together (``pipeline.checkpoint``)."""
+        DCP checkpoint per stage written by its replicas together (``pipeline.checkpoint``):
+        a long phase (``ctx.phase("save")``, deadline ``io_s``: peers waiting on this stage
+        keep waiting), its wall-clock interval recorded in ``saves``."""
+        with self.ctx.phase("save"):
+            began = time.time()
+            self._save(t, previous)
+            self.saves.append([t + 1, began, time.time()])
+
+    def _save(self, t: int, previous: dict[str, torch.Tensor] | None) -> None:
+        """The body of :meth:`checkpoint` (inside its phase)."""
         master = self.setup.master()
         self.replicas.check_identical(list(master.values()), f"weights of stage {self.s}")
         shared = globalize(self.global_names, list(master.values()),
@@ -274,6 +295,7 @@ class StageRun(StageFlush):
         own = {"step": t + 1, "stage": self.s, "stages": self.P, "replica": self.d,
                "replicas": self.D, "rng": rng_state(), "sampler_position": t + 1,
                "config": self.cfg.to_dict()}
+        slow_save(self.ctx.rank)     # tests: a slow file system
         save_stage_checkpoint(self.paths, t + 1, self.s, self.d, shared, own,
                               self.ctx.mesh.dp_control)
 
@@ -288,7 +310,9 @@ class StageRun(StageFlush):
                   "weight_bytes_one_copy": sum(p.numel() * p.element_size()
                                                for p in self.setup.opt.params),
                   "staged": {k: self.link.staged[k] + self.side.staged[k]
-                             for k in self.link.staged}}
+                             for k in self.link.staged},
+                  "sends_peak": self.link.sends_peak, "saves": self.saves,
+                  "message_peak": self.link.message_peak}
         final_val, stages_memory = None, [memory]
         final = self.val_loss.pop(self.N, None)
         own = {"step": "final", "memory": memory,

@@ -24,8 +24,26 @@ runtime sent the last microbatch's gradient only after its own step at every flu
 the P optimizer steps in series). The price: a divergence stops the run up to one flush window
 later (those steps are computed and dropped: the rows, status and message are the
 emulator's). At checkpoint steps every stage waits for the current key, so no checkpoint holds
-weights that follow a non-finite loss; stage 0 does not wait for the other stages' saves but
-marks them ``COMPLETE`` at its next flush (at the last step at once).
+weights that follow a non-finite loss.
+
+Checkpoints and ``COMPLETE``: every stage saves its part at its own flush of the checkpoint
+step (a long phase, ``save``, deadline ``io_s``: :mod:`pipeline.watchdog`). No stage holds a
+gradient back for its save, so the stages' saves run in parallel (a slow save on one stage
+delays its neighbours only through the data they wait for, and they keep waiting while it is
+in its phase). Rank 0 writes the ``COMPLETE`` marker of checkpoint t+1 (after its rows up to t
+are written) only once every stage's part exists (:func:`checkpoint.mark_complete` checks each
+part's metadata, waiting inside the ``complete`` phase if one is missing):
+
+- 2BW: at its NEXT flush, not right after its own save. Stage 0 steps last in every 2BW batch,
+  so waiting there would stall the stage that feeds the whole pipeline for the rest of the
+  slowest save; by its next flush the parts are there (with the step after the backward:
+  stage 0's last backward of batch t+1 follows, through the gradients it received, every
+  stage's STEP t and its save), so the marker costs no wait. At the last step: at once.
+- the synchronous runtimes (every stage steps after the same flush): at once.
+
+Guarantee: a checkpoint is marked complete only when all its parts exist, whenever a stage
+dies; a run stopped between a checkpoint and rank 0's next flush leaves that checkpoint
+unmarked and resumes from the one before (bitwise either way, the saves are the same).
 """
 
 from __future__ import annotations
@@ -59,9 +77,11 @@ class StageFlush:
                  previous: dict[str, torch.Tensor] | None, f_x: torch.Tensor | None = None,
                  f_y: torch.Tensor | None = None) -> int | None:
         """After step t: buffer the step's partials and scalars (device tensors); at a flush
-        read them all with ONE copy, settle divergence (:meth:`diverged_at`), then the
-        checkpoint (if due and no loss diverged; ``previous`` = the version W(t)), this
-        stage's message to stage 0, stage 0's rows and ``COMPLETE`` marker; a test fault (if
+        read them all with ONE copy (rank 0: first the ``COMPLETE`` markers still pending,
+        :meth:`mark_pending_complete`), settle divergence (:meth:`diverged_at`), then the
+        checkpoint (if due and no loss diverged; ``previous`` = the version W(t); a ``save``
+        phase, in parallel with the other stages'), this stage's message to stage 0, stage 0's
+        rows and (synchronous runtimes, 2BW's last step) ``COMPLETE`` marker; a test fault (if
         set). Returns the diverged step (every stage stops there) or None to go on."""
         self.weight_peak = max(self.weight_peak, self.weight_bytes())
         self.rows.add(t, part, loss=loss, f_x=f_x, f_y=f_y, val_loss=self.val_loss.pop(t, None))
@@ -142,9 +162,13 @@ class StageFlush:
     def mark_pending_complete(self) -> None:
         """Rank 0: write the ``COMPLETE`` marker of every checkpoint saved at an earlier flush
         (2BW's stages save at their own step of the batch, which stage 0 does not wait for;
-        by the next flush they are done, :func:`checkpoint.mark_complete` waits if not)."""
-        for step in self.pending_complete:
-            mark_complete(self.paths, step, self.P, self.D, self.ctx.timeout_s)
+        by the next flush they are done, :func:`checkpoint.mark_complete` waits if not: a long
+        phase, ``complete``, deadline ``io_s``, so a slow save elsewhere is not a hang)."""
+        if not self.pending_complete:
+            return
+        with self.ctx.phase("complete"):
+            for step in self.pending_complete:
+                mark_complete(self.paths, step, self.P, self.D, self.ctx.deadlines.io_s)
         self.pending_complete = []
 
     def diverged_message(self, d: int) -> str:

@@ -189,6 +189,10 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
         return loss / M
 
     schedule = _build_schedule(sr, loss_fn)
+    def progress(*_: object) -> None:      # compute inside the schedule is not a hang
+        ctx.status["since"] = time.time()
+    setup.module.register_forward_pre_hook(progress)
+    setup.module.register_full_backward_pre_hook(progress)
     trigger = _NoiseTrigger(list(opt.params))
     capture = _Capture(list(opt.params)) if dp.ordered else None
     buckets = sr.grad_buckets(list(opt.params))      # None: D = 1, ordered, or overlap off
@@ -218,6 +222,11 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
                 schedule.step(target=whole)
             else:
                 schedule.step()
+        # inside torch's schedule this stage waits on its row's neighbours: published as a
+        # wait on every rank of the row, restarted at each forward / backward (watchdog)
+        ctx.status.update(what=f"a neighbour inside torch's schedule at step {step}",
+                          since=time.time())
+        ctx.status["waiting_on"] = list(sr.link.ranks)
         try:
             if prof is not None:
                 prof.schedule_step(step_fn)
@@ -229,6 +238,8 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
             kind = TIMEOUT if is_timeout(exc) else LOST
             raise StageFailure(sr.s, None, kind, f"a neighbour inside torch's schedule at step {step}",
                                str(exc).splitlines()[0][:300]) from exc
+        finally:
+            ctx.status["waiting_on"] = None
         trigger.target = None
         sr.step_clock.append(time.perf_counter())
         ctx.heartbeat()

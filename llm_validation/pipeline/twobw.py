@@ -40,8 +40,11 @@ those steps only; for pure-throughput runs set ``stats_interval = 0`` and ``eval
 
 Checkpoints (every ``checkpoint_interval`` steps and at the end): at STEP t each stage saves
 its master W(t+1), the version W(t) of batch t+1, optimizer + EF state, statistics state, RNG
-and data position; stage 0 writes the ``COMPLETE`` marker at its next flush (at the end at
-once). Resume restarts the schedule at batch t+1 with a fresh warm-up; no number changes.
+and data position (a long phase with its own deadline, :mod:`llm_validation.pipeline.watchdog`).
+No gradient waits for a save, so the stages save in parallel; stage 0 writes the ``COMPLETE``
+marker at its next flush (at the end at once), once every stage's part exists
+(:mod:`llm_validation.pipeline.stage_flush`). Resume restarts the schedule at batch t+1 with a
+fresh warm-up; no number changes.
 
 No gradient is ever held back: a backward's input gradient leaves before anything else the
 stage does, so the stages' optimizer steps overlap instead of running in series (the old

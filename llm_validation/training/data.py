@@ -291,6 +291,7 @@ class WindowSampler:
                  stream: int = STREAM_TRAIN, position: int = 0) -> None:
         self.split, self.batch_size, self.seq_len = split, batch_size, seq_len
         self.seed, self.stream, self.position = seed, stream, position
+        self.windows_read = 0   # windows gathered so far (tests: per-rank read volume)
         counts = split.window_counts(seq_len)
         self.total = int(counts.sum())
         if self.total <= 0:
@@ -298,11 +299,17 @@ class WindowSampler:
                              f"one window of seq_len + 1 = {seq_len + 1} tokens")
         self._cum = np.cumsum(counts)
 
-    def batch(self, index: int, batch_size: int | None = None) -> tuple[Tensor, Tensor]:
+    def batch(self, index: int, batch_size: int | None = None,
+              rows: tuple[int, int] | None = None) -> tuple[Tensor, Tensor]:
+        """Batch ``index``; ``rows=(lo, hi)``: only its rows lo..hi-1, reading only those
+        windows (a data-parallel replica's share; the same values as slicing the batch)."""
         b = self.batch_size if batch_size is None else batch_size
         rng = np.random.Generator(np.random.PCG64(
             np.random.SeedSequence([self.seed, self.stream, index])))
         u = rng.integers(0, self.total, size=b)                      # global window ids [B]
+        if rows is not None:
+            u = u[rows[0]:rows[1]]                                   # draws of every row kept
+        self.windows_read += len(u)
         which = np.searchsorted(self._cum, u, side="right")          # array of each window
         offsets = u - np.concatenate(([0], self._cum[:-1]))[which]   # start inside the array
         span = np.arange(self.seq_len + 1)

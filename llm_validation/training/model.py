@@ -46,7 +46,7 @@ from torch import Tensor, nn
 from llm_validation.config import ModelConfig
 
 __all__ = ["Transformer", "Stage", "Block", "Rotary", "lm_loss", "batch_loss", "param_kind",
-           "stage_bounds", "boundary_cuts", "round_boundary", "stage_activation_dtype"]
+           "stage_bounds", "boundary_cuts", "round_boundary", "stage_activation_dtype", "skip_normal"]
 
 
 class Rotary(nn.Module):
@@ -212,6 +212,22 @@ def stage_bounds(n_layer: int, stages: int) -> list[tuple[int, int]]:
     return bounds
 
 
+def skip_normal(gen: torch.Generator, n: int, chunk: int) -> None:
+    """Advance ``gen`` as ``torch.randn(n, generator=gen)`` does, holding at most about
+    ``chunk`` values at a time: draws of ``chunk`` values (a multiple of 16: the CPU kernel
+    turns uniforms into normals 16 at a time), the last draw at least 16 long (a shorter tail
+    redraws differently). Tested bitwise against the full draw (``tests/.../test_stage_build``)."""
+    if chunk < 16 or chunk % 16:
+        raise ValueError(f"skip_normal: chunk={chunk} must be a positive multiple of 16")
+    done = 0
+    while done < n:
+        k = min(chunk, n - done)
+        if 0 < n - done - k < 16:
+            k = n - done
+        torch.randn(k, generator=gen)
+        done += k
+
+
 class Transformer(nn.Module):
     """Llama-style decoder. ``Transformer(cfg, seed=0)``: the initialisation is a function of
     ``seed`` only (its own generator), so equal seeds give bitwise equal weights."""
@@ -229,20 +245,26 @@ class Transformer(nn.Module):
         self.reset_parameters(seed)
 
     @torch.no_grad()
-    def reset_parameters(self, seed: int = 0) -> None:
+    def reset_parameters(self, seed: int = 0, *, skip_chunk: int | None = None) -> None:
         """Normal(0, init_std) for every matrix in named order, output projections (attn.o,
-        mlp.down) scaled by 1/sqrt(2 n_layer); norm gains 1. Skipped on the meta device."""
+        mlp.down) scaled by 1/sqrt(2 n_layer); norm gains 1. Skipped on the meta device;
+        with ``skip_chunk`` (elements) the draws of a meta matrix are made in chunks of that
+        size and dropped, so the materialised parameters get the weights of a full build
+        (:func:`skip_normal`; ``pipeline.stage`` builds one stage that way)."""
         gen = torch.Generator().manual_seed(seed)
         out_std = self.cfg.init_std / math.sqrt(2 * self.cfg.n_layer)
         for name, p in self.named_parameters():
             if p.is_meta:
+                if skip_chunk is not None and p.ndim > 1:
+                    skip_normal(gen, p.numel(), skip_chunk)
                 continue
             if p.ndim == 1:
                 p.fill_(1.0)
                 continue
             std = out_std if name.endswith(("attn.o.weight", "mlp.down.weight")) else \
                 self.cfg.init_std
-            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float32) * std)
+            torch.randn(p.shape, generator=gen, dtype=torch.float32, out=p.data)  # in place:
+            p.mul_(std)                      # no temporaries, the same values as randn() * std
 
     @property
     def head_weight(self) -> Tensor:

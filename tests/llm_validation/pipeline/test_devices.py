@@ -39,6 +39,24 @@ def test_ranks_sharing_a_gpu_run_over_gloo_with_staging(monkeypatch):
         devices.host_staging("gloo", cpu)
 
 
+def test_gloo_across_nodes_is_refused_unless_asked_for(monkeypatch):
+    """Guards issue 31, point 4: CUDA ranks that would share GPUs in a multi-node run (a
+    cluster job seeing fewer GPUs than ranks per node) are refused with one line, unless
+    ``DELAYBOUND_PIPE_ALLOW_GLOO=1``; on one machine the fallback stays (one H100, P = 2)."""
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.delenv(devices.ALLOW_GLOO_ENV, raising=False)
+    with pytest.raises(ValueError, match=devices.ALLOW_GLOO_ENV) as info:
+        devices.pipeline_backend(cuda, 4, across_nodes=True)
+    assert "\n" not in str(info.value)
+    assert devices.pipeline_backend(cuda, 4) == "gloo"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert devices.pipeline_backend(cuda, 4, across_nodes=True) == "nccl"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv(devices.ALLOW_GLOO_ENV, "1")
+    assert devices.pipeline_backend(cuda, 4, across_nodes=True) == "gloo"
+
+
 def test_staging_copies_into_fresh_host_buffers():
     link = StageLink(stage=0, stages=2, device=torch.device("cpu"), act_shape=(2, 3),
                      act_dtype=torch.bfloat16, timeout_s=1.0, staging=True)

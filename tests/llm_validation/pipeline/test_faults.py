@@ -63,8 +63,10 @@ def _fail(cfg, monkeypatch, fault: str) -> tuple[PipelineFailure, float]:
 def test_killed_stage_stops_all_and_resume_reproduces_the_run(tmp_path, monkeypatch):
     corpus = small_corpus(tmp_path)
     cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=3, M=3, steps=6)
-    # stage 1 dies after its step 3, i.e. after saving its part of checkpoint 4 but before
-    # stage 0 could finish step 3: checkpoint 4 stays incomplete, checkpoint 2 is the last one
+    # stage 1 dies after its step 3, i.e. after its part of checkpoint 4 (saved at its step;
+    # no gradient is held back, so the stages save in parallel): rank 0 marks checkpoint 4
+    # COMPLETE only at its next flush (step 4), which never comes without stage 1's batch-4
+    # gradients: checkpoint 4 stays incomplete, checkpoint 2 is the last one
     err, took = _fail(cfg, monkeypatch, "stage=1,step=3,kind=die")
     assert err.stage == 1 and "stage 1 died (killed by signal SIGKILL)" in str(err)
     assert took < EXIT_WITHIN_S

@@ -9,7 +9,8 @@ import pytest
 
 from tests.llm_validation.pipeline.support import pipe_cfg
 
-from llm_validation.pipeline.comm import decode_message, encode_message
+from llm_validation.pipeline.comm import (MESSAGE_BYTES, decode_message, encode_message,
+                                          message_chunks)
 from llm_validation.pipeline.faults import FaultSpec, blame, follow_waits, parse_fault
 from llm_validation.pipeline.stage import (
     stage_param_names,
@@ -63,8 +64,41 @@ def test_messages_round_trip_floats_exactly():
            "val_loss": None}
     back = decode_message(encode_message(msg))
     assert back["partials"] == msg["partials"] and math.isnan(back["loss"])
-    with pytest.raises(ValueError):
-        encode_message({"x": "y" * 20000})
+
+
+def test_messages_of_any_size_go_as_chunks():
+    """Guards issue 31, point 5 (unit): a message larger than one chunk (before: ValueError
+    beyond 16 KB) is cut into MESSAGE_BYTES chunks whose first announces the rest."""
+    big = {"rows": [{"step": i, "x": 0.1 * i, "s": "y" * 500} for i in range(200)]}
+    chunks = encode_message(big)
+    assert len(chunks) > 1 and all(c.numel() == MESSAGE_BYTES for c in chunks)
+    assert message_chunks(chunks[0]) == len(chunks)
+    assert decode_message(chunks) == big
+    with pytest.raises(ValueError, match="received"):
+        decode_message(chunks[:1])
+    assert len(encode_message({})) == 1
+
+
+def test_ranks_agree_on_the_start_step_or_all_refuse(tmp_path):
+    """Guards issue 31, point 4 (the logic; under torchrun it runs after a broadcast and a
+    gather on the control group): rank 0's step is taken when every rank can load it, else
+    every rank refuses with one line naming those that cannot."""
+    from llm_validation.pipeline.checkpoint import COMPLETE, ckpt_dir, loadable
+    from llm_validation.pipeline.launch import settle_start
+    from llm_validation.rundir import RunPaths
+
+    paths = RunPaths(tmp_path / "run")
+    assert loadable(paths, 0) is None
+    why = loadable(paths, 4)
+    assert why is not None and COMPLETE in why
+    (ckpt_dir(paths, 4)).mkdir(parents=True)
+    (ckpt_dir(paths, 4) / COMPLETE).write_text("2 1\n")
+    assert "damaged" in loadable(paths, 4)          # marker but no stage metadata
+    assert settle_start(4, [None, None, None]) == 4
+    with pytest.raises(RuntimeError) as info:
+        settle_start(4, [None, "no COMPLETE marker here", None, "damaged"])
+    msg = str(info.value)
+    assert "\n" not in msg and "2 of 4 ranks" in msg and "rank 1:" in msg and "rank 3:" in msg
 
 
 def test_stage_param_names_cover_the_model(tmp_path):
