@@ -100,3 +100,25 @@ def test_the_norm_vector_is_the_emulators_in_its_optimizer_order():
     clip_grads_(grads, sq, 0.5)
     for g, w in zip(grads, want):
         torch.testing.assert_close(g, w, rtol=1e-6, atol=0)
+
+
+def test_the_norm_wait_publishes_a_wait_on_the_rows_other_stages(monkeypatch):
+    """Merge of issues 31 and 32: the host wait for the clipping norm's all-reduce is a
+    published wait on the pipeline row's other stages (as the data-parallel collectives'), so
+    the watchdog waits for a stage saving a checkpoint and names a hung one, instead of the
+    waiting stage reporting itself stalled; the status is restored after."""
+    seen = []
+
+    class Work:
+        def wait(self):
+            seen.append(dict(clip.status))
+
+    monkeypatch.setattr("llm_validation.pipeline.clipping.dist.all_reduce",
+                        lambda v, group=None, async_op=False: Work())
+    clip = StageClip([0, 2], 3, object(), torch.device("cpu"))
+    clip.status, clip.peers = {"waiting_on": None}, [0, 2]
+    grads = [torch.ones(2), torch.ones(3)]
+    clip.launch(grads)
+    clip.squared_norm(grads)
+    assert seen[0]["waiting_on"] == [0, 2] and "clipping norm" in seen[0]["what"]
+    assert clip.status["waiting_on"] is None
