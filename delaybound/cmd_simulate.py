@@ -91,14 +91,16 @@ def _run_single(args: argparse.Namespace) -> int:
     P = _one(args.stages, "stages", prof.stages if prof else None)
     M = resolve_microbatches(_one(args.microbatches, "microbatches",
                                   prof.microbatches if prof else None), P)
+    step_after = setup.get("step_after", "backward")
     summary, result = summarize(schedule, P, M, args.batches, chunks=args.chunks,
-                                make_costs=setup["make_costs"], memory_for=setup["memory_for"])
+                                make_costs=setup["make_costs"], memory_for=setup["memory_for"],
+                                step_after=step_after)
     summary = {"cost_source": setup["source"], **summary}
     if args.quality:
         from llm_validation.simulation.quality import read_gaps
         base = schedule if schedule in SYNC_SCHEDULES else "1f1b"
         two = summary["steady_step_time"] if schedule == "2bw" else steady_step_time(
-            "2bw", P, M, args.batches, args.chunks, setup["make_costs"])
+            "2bw", P, M, args.batches, args.chunks, setup["make_costs"], step_after=step_after)
         ref = summary["steady_step_time"] if schedule == base else steady_step_time(
             base, P, M, args.batches, args.chunks, setup["make_costs"])
         summary["quality"] = {**read_gaps(args.quality, setup["optimizer"]),

@@ -6,6 +6,7 @@ their checks, and the cost / memory builders of one configuration (``--model`` F
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ def cost_setup(args: argparse.Namespace, ef: bool = False) -> dict[str, Any]:
     from llm_validation.simulation.memory import memory_model
     from llm_validation.simulation.shapes import stage_shapes
     D = args.data_parallel[0] if args.data_parallel else None
+    # the flush and clipping flags (absent from a hand-built namespace: the defaults)
+    log_interval = getattr(args, "log_interval", None)
+    flush_ms, clip = getattr(args, "flush_ms", 0.0), getattr(args, "clip", False)
     if args.unit_costs:
         if D not in (None, 1):
             raise ValueError("--unit-costs has no all-reduce cost; --data-parallel needs "
@@ -64,9 +68,12 @@ def cost_setup(args: argparse.Namespace, ef: bool = False) -> dict[str, Any]:
         def make_costs(plan):
             sh = shapes(plan)
             grads = None if sh is None else [4 * s.params for s in sh]
-            return profile_costs(plan, prof, link=link, data_parallel=D, grad_bytes=grads,
-                                 overlap_p2p=not args.no_overlap_p2p,
-                                 overlap_allreduce=args.overlap_allreduce)
+            costs = profile_costs(plan, prof, link=link, data_parallel=D, grad_bytes=grads,
+                                  overlap_p2p=not args.no_overlap_p2p,
+                                  overlap_allreduce=args.overlap_allreduce)
+            if log_interval is not None:             # another flush interval than the run's
+                costs = dataclasses.replace(costs, flush_interval=log_interval)
+            return costs
 
         def memory_for(plan):
             sh = shapes(plan)
@@ -74,7 +81,8 @@ def cost_setup(args: argparse.Namespace, ef: bool = False) -> dict[str, Any]:
                 sh, prof.microbatch_tokens, optimizer=opt, ef=ef,
                 separate_master=args.separate_master)
         return {"source": f"profile:{args.from_dir}", "make_costs": make_costs,
-                "memory_for": memory_for, "profile": prof, "optimizer": opt}
+                "memory_for": memory_for, "profile": prof, "optimizer": opt,
+                "step_after": "forward" if prof.grad_clip > 0 else "backward"}
     model = preset(args.model)
     hw = hardware(args, required=True)
     seq = args.seq_len or model.max_seq_len
@@ -90,13 +98,15 @@ def cost_setup(args: argparse.Namespace, ef: bool = False) -> dict[str, Any]:
         return model_costs(plan, shapes(plan), hw, microbatch_tokens=tokens,
                            data_parallel=D or 1, optimizer=opt, ef=ef,
                            overlap_p2p=not args.no_overlap_p2p,
-                           overlap_allreduce=args.overlap_allreduce)
+                           overlap_allreduce=args.overlap_allreduce,
+                           flush_s=flush_ms * 1e-3, flush_interval=log_interval or 1,
+                           clip=clip)
 
     def memory_for(plan):
         return memory_model(shapes(plan), tokens, optimizer=opt, ef=ef,
                             separate_master=args.separate_master)
     return {"source": f"model:{args.model}", "make_costs": make_costs, "memory_for": memory_for,
-            "optimizer": opt}
+            "optimizer": opt, "step_after": "forward" if clip else "backward"}
 
 
 def check_stage_blocks(model: str, stages: Any) -> None:
@@ -135,3 +145,10 @@ def add_cost_arguments(p: argparse.ArgumentParser, gpu_tflops: float | None = No
       help="all-reduce and update beside the compute stream")
     a("--separate-master", action="store_true",
       help="count 2BW's master apart from its two versions (3 copies; the runtime holds 2)")
+    a("--log-interval", type=int, default=None,
+      help="steps between metrics flushes (default: the profiled run's, or 1 with --model)")
+    a("--flush-ms", type=float, default=0.0,
+      help="what a step ending a flush costs more, ms, with --model (0; --from measures it)")
+    a("--clip", action="store_true",
+      help="global-norm gradient clipping with --model: each step waits for the pipeline's "
+           "norm reduction, 2BW's step after F((t+1)M+P-1) (--from: the run's own setting)")

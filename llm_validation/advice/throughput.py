@@ -49,7 +49,8 @@ def schedule_table(stages: int, microbatches: int, *, setup: dict[str, Any],
         schedule = "2bw" if name == "2bw+ef" else name
         try:
             summary, _ = summarize(schedule, stages, microbatches, batches, chunks=chunks,
-                                   make_costs=s["make_costs"], memory_for=s["memory_for"])
+                                   make_costs=s["make_costs"], memory_for=s["memory_for"],
+                                   step_after=s.get("step_after", "backward"))
         except ValueError as exc:
             if name in ("1f1b", "2bw"):
                 raise ValueError(f"{name} does not apply to P={stages}, M={microbatches}: "

@@ -126,18 +126,16 @@ class StageExecutor:
             before_backward: Callable[[Action], None] | None = None,
             on_backward: Callable[[Action], None] | None = None,
             on_step: Callable[[Action], bool] | None = None,
-            after_step: Callable[[Action], None] | None = None,
-            defer_grad: Callable[[int], bool] = lambda t: False) -> bool:
+            after_step: Callable[[Action], None] | None = None) -> bool:
         """Execute ``acts``. ``inputs(mb)`` / ``targets(mb)``: microbatch data of the first / last
         stage; ``on_loss(mb, loss)`` on the last stage after each forward; ``before_backward(a)``
-        / ``on_backward(a)`` before / after each backward; ``on_step(a)`` at each step action, returning False to stop the run
-        there; ``after_step(a)`` once the gradients held back are sent. ``defer_grad(t)``: hold
-        the input gradient of the last microbatch of batch t until after ``on_step`` (a
-        checkpoint: see pipeline.twobw). Returns False if stopped."""
+        before each backward, ``on_backward(a)`` after it, once its input gradient is on its
+        way to the previous stage (nothing a neighbour waits for is held back);
+        ``on_step(a)`` at each step action, returning False to stop the run there;
+        ``after_step(a)`` after it (side passes). Returns False if stopped."""
         link = self.link if link is None else link
         s, timer = self.setup, self._timed(link)
         stash: dict[int, tuple[Tensor, Tensor]] = {}
-        held: list[tuple[Tensor, int]] = []
         depth = 1 if link.grouped else PREFETCH_DEPTH   # grouped: post each receive at its use
         acts_in = _Prefetch(link.post_recv_activation, link.wait,
                             [a.mb for a in acts if a.kind == FORWARD] if not s.is_first else [],
@@ -148,7 +146,7 @@ class StageExecutor:
         if timer:
             timer.start("wall")   # the whole loop: its untimed rest is bookkeeping
         try:
-            for a in acts:
+            for n, a in enumerate(acts):
                 self.heartbeat()
                 if a.kind == FORWARD:
                     if timer and not s.is_first:
@@ -181,18 +179,14 @@ class StageExecutor:
                         torch.autograd.backward(y, g_out)
                     if timer:
                         timer.stop("backward")
+                    if not s.is_first:
+                        if timer:
+                            timer.start("send")
+                        link.send_gradient(x.grad, a.mb)
+                        if timer:
+                            timer.stop("send", count=0)
                     if on_backward is not None:
                         on_backward(a)
-                    if not s.is_first:
-                        last_of_batch = (a.mb + 1) % scale == 0
-                        if last_of_batch and defer_grad(a.batch):
-                            held.append((x.grad, a.mb))
-                        else:
-                            if timer:
-                                timer.start("send")
-                            link.send_gradient(x.grad, a.mb)
-                            if timer:
-                                timer.stop("send", count=0)
                 elif a.kind == STEP:
                     if timer:
                         timer.start("send")
@@ -203,19 +197,18 @@ class StageExecutor:
                     go = True if on_step is None else on_step(a)
                     if timer:
                         timer.stop("step")
-                        timer.start("send")
-                    for g, mb in held:
-                        link.send_gradient(g, mb)
-                    held.clear()
-                    link.flush()
-                    if timer:
-                        timer.stop("send", count=0)
                     if not go:
                         return False
-                    # The previous stage already sent the next activation (it is one forward ahead);
-                    # post its receive before the side passes, so that a send it waits on (grouped
-                    # mode, NCCL) never depends on what this stage does after them.
-                    acts_in.prepost()
+                    # The neighbour feeding this stage's next action sent its message before
+                    # its own step (a step after a backward: the previous stage, one forward
+                    # ahead; a step after a forward, ``step_after="forward"``: the next stage's
+                    # gradient); post that receive before the side passes, so that a send it
+                    # waits on (grouped mode, NCCL) never depends on what this stage does after
+                    # them.
+                    if n + 1 < len(acts) and acts[n + 1].kind == BACKWARD:
+                        grads_in.prepost()
+                    else:
+                        acts_in.prepost()
                     if after_step is not None:
                         after_step(a)
             link.flush()

@@ -10,7 +10,11 @@ reads. What is timed, per stage:
 - ``recv_wait_s``: time blocked on receiving an activation or a gradient, per microbatch;
 - ``send_s``: time spent posting sends and flushing them, per microbatch;
 - ``step_s``: the optimizer step of one batch with its statistics and bookkeeping (everything in
-  the STEP action), mean per step;
+  the STEP action but the metrics flush and checkpoint saves; 2BW's slot copy and a clipping
+  wait included), mean per step;
+- ``flush_s``: what a step ending a metrics flush costs more (the host read, the verdict, the
+  rows message, stage 0's rows), mean per flush, the wait for another stage's verdict
+  excluded (the simulator models it); ``flushes``: how many;
 - ``side_s``: side passes (validation, statistics gradients) per step; zero when they are off;
 - ``overhead_s``: the rest of the training loop's wall time (data sampling, hooks, Python
   between actions) per microbatch; it occupies the stage like compute, so half of it is added
@@ -70,7 +74,8 @@ PROFILE_FILE = "profile.json"
 PROFILE_SCHEMA = "delaybound.profile"
 PROFILE_VERSION = 1
 
-_KINDS = ("forward", "backward", "recv_wait", "send", "step", "side", "wall", "schedule")
+_KINDS = ("forward", "backward", "recv_wait", "send", "step", "side", "wall", "schedule",
+          "flush", "checkpoint", "verdict_wait")
 #: The kinds that partition a stage's time; ``wall`` (the whole training loop) minus their sum is
 #: the stage's bookkeeping (data sampling, hooks, Python between actions).
 _PARTS = ("forward", "backward", "recv_wait", "send", "step", "side")
@@ -170,7 +175,10 @@ class ActionTimer:
         carry half of it (the pure compute is kept as ``forward_compute_s`` and
         ``backward_compute_s``); without ``wall`` there is no overhead term."""
         totals = dict(self.totals)
-        if self.counts["schedule"]:    # torch's schedule.step(): the rest of it is communication
+        if totals["schedule"] > 0:    # torch's schedule.step(): the rest of it is communication
+            # (its window is booked with count=0: a test on its count never fired, and the
+            # waits inside torch's schedule landed in overhead_s, i.e. in forward_s and
+            # backward_s, which made 1F1B simulate ~30% slow)
             totals["recv_wait"] += max(totals["schedule"] - totals["forward"]
                                        - totals["backward"], 0.0)
         per_mb = max(self.counts["forward"], 1)
@@ -180,10 +188,16 @@ class ActionTimer:
         over = 0.0
         if self.counts["wall"]:
             over = max(totals["wall"] - sum(totals[k] for k in _PARTS), 0.0) / per_mb
+        # inside the step: the flush (apart, for the simulator's flush interval), the
+        # checkpoint saves and the wait for another stage's verdict (neither a step's cost)
+        inner = totals["flush"] + totals["checkpoint"]
+        flushes = max(self.counts["flush"], 1)
         return {"forward_s": fwd + over / 2, "backward_s": bwd + over / 2,
                 "recv_wait_s": totals["recv_wait"] / per_mb,
                 "send_wait_s": totals["send"] / per_mb,
-                "step_s": totals["step"] / per_step,
+                "step_s": max(totals["step"] - inner, 0.0) / per_step,
+                "flush_s": max(totals["flush"] - totals["verdict_wait"], 0.0) / flushes,
+                "flushes": self.counts["flush"],
                 "side_s": totals["side"] / per_step,
                 "overhead_s": over, "forward_compute_s": fwd, "backward_compute_s": bwd}
 
@@ -219,6 +233,7 @@ def merge_stage_profiles(run_dir: str | Path, cfg: Any, step_clock: Sequence[flo
             "stages": run.stages, "microbatches": run.microbatches,
             "microbatch_tokens": run.batch_size * cfg.data.seq_len // run.microbatches,
             "batch_size": run.batch_size, "seq_len": cfg.data.seq_len, "steps_timed": n,
+            "log_interval": run.log_interval, "grad_clip": cfg.optim.grad_clip,
             "step_time_s": step_time,
             "tokens_per_s": (run.batch_size * cfg.data.seq_len / step_time) if step_time else None,
             "per_stage": per_stage}

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from typing import Any, Callable, Sequence
 
 import torch
@@ -42,6 +41,7 @@ from torch import Tensor
 
 from llm_validation.pipeline.grad_buckets import GradBuckets, bucket_bytes, finish_mean, launch_sum
 from llm_validation.pipeline.mesh import Mesh
+from llm_validation.pipeline.watchdog import published_wait
 from llm_validation.training import stats
 
 __all__ = ["Replicas", "REDUCTIONS", "dp_reduction", "pop_grads", "bit_checksum", "backward_order"]
@@ -57,16 +57,9 @@ def _collective(what: str) -> Callable:
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def run(self: "Replicas", *args: Any, **kw: Any) -> Any:
-            st = self.status
-            if st is None or self.D == 1:
+            with published_wait(self.status if self.D > 1 else None, self.peers,
+                                f"the other replicas of this stage ({what})"):
                 return fn(self, *args, **kw)
-            saved = {k: st.get(k) for k in ("waiting_on", "what", "since")}
-            st.update(what=f"the other replicas of this stage ({what})", since=time.time())
-            st["waiting_on"] = list(self.peers)
-            try:
-                return fn(self, *args, **kw)
-            finally:
-                st.update(saved)
         return run
     return wrap
 

@@ -17,8 +17,10 @@ gather their microbatch losses, so every replica computes the same statistics; r
 reports them, and rank 0 (stage 0 of replica 0) writes the run directory.
 
 Build, data load, checkpoint load and save, and rank 0's wait before ``COMPLETE`` are long
-phases (``ctx.phase``, deadline ``io_s``, :mod:`llm_validation.pipeline.watchdog`). 2BW saves
-after the gradient held back at STEP t has gone (``defer_save``): every stage at once.
+phases (``ctx.phase``, deadline ``io_s``, :mod:`llm_validation.pipeline.watchdog`). No stage
+holds a gradient back for its save (2BW sends every input gradient before its step), so the
+stages save in parallel; rank 0 writes ``COMPLETE`` only once every stage's part exists
+(:meth:`pipeline.stage_flush.StageFlush.mark_pending_complete`).
 
 Memory: :meth:`StageRun.weight_bytes` counts the distinct storages holding this stage's
 weights (the master copy and the versions a runtime registers in ``weight_tensors``); the
@@ -34,8 +36,8 @@ from typing import Any
 import torch
 
 from llm_validation.config import TrainConfig
-from llm_validation.pipeline.checkpoint import (ckpt_dir, load_global, mark_complete,
-                                                save_stage_checkpoint)
+from llm_validation.pipeline.checkpoint import ckpt_dir, load_global, save_stage_checkpoint
+from llm_validation.pipeline.clipping import stage_clip
 from llm_validation.pipeline.comm import StageLink
 from llm_validation.pipeline.devices import host_staging, rank_device
 from llm_validation.pipeline.executor import StageExecutor, detached_leaves
@@ -48,22 +50,19 @@ from llm_validation.pipeline.replicas import Replicas, backward_order, pop_grads
 from llm_validation.pipeline.reshard import globalize, localize
 from llm_validation.pipeline.schedule import STEP, schedule_2bw
 from llm_validation.pipeline.stage import StageSetup, stage_param_names
-from llm_validation.rundir import (MetricsWriter, RunPaths, diverged_message, rng_state,
-                                   set_rng_state, write_json)
+from llm_validation.pipeline.stage_flush import FLUSH_KEY, StageFlush
+from llm_validation.rundir import MetricsWriter, RunPaths, rng_state, set_rng_state, write_json
 from llm_validation.provenance import environment
 from llm_validation.training.loop import resolve_device
-from llm_validation.training import host_syncs, stats
+from llm_validation.training import stats
 from llm_validation.training.determinism import configure_numerics
-from llm_validation.training.flush import RowBuffer, first_nonfinite, flush_due
+from llm_validation.training.flush import RowBuffer
 from llm_validation.training.model import batch_loss
 from llm_validation.training.optim import lr_factor, set_lr
 from llm_validation.training.probe import StepProbe, observed_step
 
 __all__ = ["StageRun", "FLUSH_KEY", "grouped_sends"]
 
-#: Rendezvous-store key prefix of each flush's verdict (``<prefix>/<step>``: the first step
-#: with a non-finite training loss among the flushed ones, or -1), set by the last stage.
-FLUSH_KEY = "delaybound/flush"
 
 
 def grouped_sends(backend: str) -> bool:
@@ -73,14 +72,14 @@ def grouped_sends(backend: str) -> bool:
     return backend == "nccl" or os.environ.get("DELAYBOUND_PIPE_GROUPED") == "1"
 
 
-class StageRun:
+class StageRun(StageFlush):
     """What the 2BW and the synchronous runtimes share on one stage: setup, links, executor,
-    probe, metrics (stage 0), checkpoints, side passes and the step's bookkeeping."""
+    probe, metrics (stage 0), checkpoints, side passes and the step's bookkeeping (the end of
+    a step, its flush and the divergence verdict: :class:`pipeline.stage_flush.StageFlush`)."""
 
     def __init__(self, ctx: WorkerContext, cfg: TrainConfig, start: int, tau: int,
-                 dp_mode: str = "allreduce", defer_save: bool = False) -> None:
+                 dp_mode: str = "allreduce") -> None:
         self.ctx, self.cfg, self.start = ctx, cfg, start
-        self.defer_save, self.pending_save = defer_save, None   # 2BW: save after the send
         self.saves: list[list[float]] = []   # [step, start, end] wall times of each save
         run, mesh = cfg.run, ctx.mesh
         self.P, self.s, self.M, self.N = run.stages, mesh.stage, run.microbatches, run.steps
@@ -123,6 +122,14 @@ class StageRun:
         self.weight_peak = 0
         local = stage_param_names(cfg, self.s, self.P, setup.names)
         self.global_names = [local[n] for n in setup.names]   # full model's, opt.params order
+        # 2BW: a non-checkpoint flush acts on the previous flush's verdict (already published:
+        # no stall); the synchronous runtimes and the one-stage emulation act at once
+        self.lagged_verdict = run.pipeline == "2bw"
+        self.diverged: int | None = None       # last stage: the first non-finite step so far
+        self.verdict_before: int | None = None  # ... as published at the previous flush
+        self.pending_complete: list[int] = []  # rank 0: checkpoints to mark at the next flush
+        self.clip = stage_clip(cfg, ctx, self.setup.opt, self.global_names, self.d, device) \
+            if cfg.optim.grad_clip > 0 and run.pipeline != "none" else None
         if start > 0:
             with ctx.phase("load"):
                 self._restore(*load_global(ckpt_dir(self.paths, start), self.global_names,
@@ -268,94 +275,18 @@ class StageRun:
                              noise=noise)
         return part, aux.get("f_x", f_other)
 
-    def flush_due(self, t: int) -> bool:
-        """Whether step t ends with a flush (``training.flush.flush_due``): every
-        ``log_interval`` steps, at checkpoint steps and at the last step."""
-        return flush_due(t, self.cfg.run.log_interval, self.N, self.ckpt_due(t))
-
-    def end_step(self, t: int, part: dict[str, Any], loss: torch.Tensor | None,
-                 previous: dict[str, torch.Tensor] | None, f_x: torch.Tensor | None = None,
-                 f_y: torch.Tensor | None = None) -> int | None:
-        """After step t: buffer the step's partials and scalars (device tensors); at a flush
-        read them all with ONE copy, settle divergence (:meth:`diverged_at`), then this
-        stage's message to stage 0, stage 0's rows, the checkpoint (if due and no loss
-        diverged; ``previous`` = the version W(t); 2BW: later, :meth:`save_deferred`) and
-        ``COMPLETE``; a test fault (if set). Returns the diverged step (every stage stops
-        there) or None to go on."""
-        self.weight_peak = max(self.weight_peak, self.weight_bytes())
-        self.rows.add(t, part, loss=loss, f_x=f_x, f_y=f_y, val_loss=self.val_loss.pop(t, None))
-        d = None
-        if self.flush_due(t):
-            rows = self.rows.flush()          # the one host read of the steps since the last
-            d = self.diverged_at(t, rows)
-            due = self.ckpt_due(t) and d is None
-            self.pending_save = (t, previous) if due else None
-            self.report(t, rows, d)
-            if self.is_writer:      # the rows up to t are written before COMPLETE is
-                last = due or d is not None or t == self.N - 1
-                self.collector.write_through(t if last else self.last_flush, self.lr_of)
-            if not self.defer_save:
-                self.save_deferred()
-            self.last_flush = t
-        host_syncs.mark(t)                    # tests: the step's window of host reads
-        self.ctx.maybe_inject_fault(t)
-        return d
-
-    # ------------------------------------------------------------------------ divergence
-    def diverged_at(self, t: int, rows: list[dict[str, Any]]) -> int | None:
-        """The flush at step t settles divergence for every stage alike: the last stage(s)
-        publish the first step of ``rows`` with a non-finite loss (or -1) under a key of this
-        flush; the other stages wait for that key. In 2BW the key is already there (the last
-        stage's STEP t precedes every other stage's, and the gradient of the batch's last
-        microbatch is held until after it, ``defer_grad``); in the synchronous runtimes the
-        wait is the flush's only stall. Returns the diverged step or None."""
-        key = f"{FLUSH_KEY}/{t}"
-        if self.setup.is_last:
-            i = first_nonfinite(rows)
-            d = -1 if i is None else rows[i]["step"]
-            self.ctx.store.set(key, str(d))
-        else:
-            last = self.link.ranks[self.P - 1]
-            d = int(self.link.wait_key(key, last, f"the losses of the flush at step {t} "
-                                                   f"from stage {self.P - 1}").decode())
-        return None if d < 0 else d
-
-    def diverged_message(self, d: int) -> str:
-        """The run's message once every stage stopped at step d (stage 0 quotes the loss of
-        the diverged row it wrote; the others' messages are not reported)."""
-        row = self.collector.last_row if self.is_writer and self.collector.last_row else {}
-        return diverged_message(row.get("loss"), d)
-
-    def report(self, t: int, rows: list[dict[str, Any]], diverged: int | None) -> None:
-        """Send (or, on stage 0, keep) this stage's message of the flush at step t: its rows
-        (replica 0 only: the other replicas hold the same numbers)."""
-        if self.d != 0:
-            return
-        msg: dict[str, Any] = {"step": t, "rows": rows, "diverged": diverged}
-        if self.s == 0:
-            self.collector.add(t, msg)
-        else:
-            self.link.send_message(msg, 0, f"the delivery of the rows of steps up to {t} to "
-                                           "stage 0")
-
-    def save_deferred(self) -> None:
-        """Write the checkpoint due at the last flush (if any), then, on rank 0, wait for every
-        stage's part and write ``COMPLETE``: both as long phases (deadline ``io_s``)."""
-        if self.pending_save is None:
-            return
-        t, previous = self.pending_save
-        self.pending_save = None
-        with self.ctx.phase("save"):
-            began = time.time()
-            self.checkpoint(t, previous)
-            self.saves.append([t + 1, began, time.time()])
-        if self.is_writer:
-            with self.ctx.phase("complete"):
-                mark_complete(self.paths, t + 1, self.P, self.D, self.ctx.deadlines.io_s)
-
     def checkpoint(self, t: int, previous: dict[str, torch.Tensor] | None) -> None:
         """Save this stage's state after step t (``previous``: the version W(t) of 2BW), one
-        DCP checkpoint per stage written by its replicas together (``pipeline.checkpoint``)."""
+        DCP checkpoint per stage written by its replicas together (``pipeline.checkpoint``):
+        a long phase (``ctx.phase("save")``, deadline ``io_s``: peers waiting on this stage
+        keep waiting), its wall-clock interval recorded in ``saves``."""
+        with self.ctx.phase("save"):
+            began = time.time()
+            self._save(t, previous)
+            self.saves.append([t + 1, began, time.time()])
+
+    def _save(self, t: int, previous: dict[str, torch.Tensor] | None) -> None:
+        """The body of :meth:`checkpoint` (inside its phase)."""
         master = self.setup.master()
         self.replicas.check_identical(list(master.values()), f"weights of stage {self.s}")
         shared = globalize(self.global_names, list(master.values()),

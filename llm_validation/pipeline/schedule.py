@@ -44,6 +44,8 @@ __all__ = [
     "version_of_batch",
     "validate_pipeline_shape",
     "min_microbatches",
+    "STEP_PLACEMENTS",
+    "step_reader",
     "schedule_2bw",
     "simulate_times",
     "schedule_timeline",
@@ -53,6 +55,14 @@ __all__ = [
 FORWARD = "F"
 BACKWARD = "B"
 STEP = "S"
+#: Where STEP t goes in a stage's list: ``backward``, right after ``B(tM + M - 1)`` (the
+#: batch's last backward); ``forward``, right after ``F((t+1)M + P - 1)`` (pair
+#: ``(t+1)M + s`` on stage ``s``: the first forward that stage 0 runs after its last backward
+#: of batch t, and so every stage's later action is causally after every stage finished batch
+#: t's gradient: what a step that reduces over the whole pipeline, global-norm clipping,
+#: needs). Both precede ``F((t+2)M)``, the first read of ``W(t+1)`` (needs ``M >= P`` for
+#: ``forward``): :func:`check_schedule` replays them.
+STEP_PLACEMENTS = ("backward", "forward")
 
 
 class Action(NamedTuple):
@@ -97,14 +107,26 @@ def validate_pipeline_shape(stages: int, microbatches: int) -> None:
         )
 
 
-def schedule_2bw(stage: int, stages: int, microbatches: int, batches: int, start: int = 0) -> list[Action]:
-    """The action list of ``stage`` for batches ``start .. batches-1`` (``start > 0``: a resume,
-    which starts with a fresh warm-up; the numbers computed do not change).
+def step_reader(t: int, microbatches: int) -> int:
+    """The first microbatch that reads ``W(t+1)``, written by STEP t: ``(t+2)M`` (batch t+2
+    reads ``W(t+1)``). On stage ``s`` its forward is in pair ``(t+2)M - w_s``, at least
+    ``M - w_s + 1 >= 2`` pairs after the last backward of batch t (``M >= P``): STEP t may run
+    anywhere in between (the slack :data:`STEP_PLACEMENTS` uses)."""
+    return (t + 2) * microbatches
 
-    Assumptions: ``P >= 2``, ``M >= min_microbatches(P) = P - 1`` (checked),
-    ``0 <= stage < stages``, ``0 <= start <= batches``.
+
+def schedule_2bw(stage: int, stages: int, microbatches: int, batches: int, start: int = 0,
+                 step_after: str = "backward") -> list[Action]:
+    """The action list of ``stage`` for batches ``start .. batches-1`` (``start > 0``: a resume,
+    which starts with a fresh warm-up; the numbers computed do not change). ``step_after``:
+    where each STEP goes (:data:`STEP_PLACEMENTS`; a step with no such forward left, the
+    run's last, follows its batch's last backward).
+
+    Assumptions: ``P >= 2``, ``M >= min_microbatches(P) = P - 1`` (checked; ``M >= P`` for
+    ``step_after="forward"``), ``0 <= stage < stages``, ``0 <= start <= batches``.
     Guarantee: :func:`check_schedule` holds (each microbatch is forwarded then backwarded once with
-    one version; one step per batch after its last backward; no flush between batches).
+    one version; one step per batch after its last backward and before the first read of the
+    version it writes; no flush between batches).
     """
     if not isinstance(stages, int) or isinstance(stages, bool) or stages < 2:
         raise ValueError(f"stages must be an integer >= 2 for a pipeline, got {stages!r}")
@@ -116,26 +138,43 @@ def schedule_2bw(stage: int, stages: int, microbatches: int, batches: int, start
         raise ValueError(f"stage must be in [0, {stages - 1}], got {stage}")
     if not 0 <= start <= batches:
         raise ValueError(f"need 0 <= start <= batches, got start={start}, batches={batches}")
+    if step_after not in STEP_PLACEMENTS:
+        raise ValueError(f"step_after={step_after!r} is not one of {list(STEP_PLACEMENTS)}")
+    if step_after == "forward" and microbatches < stages:
+        raise ValueError(f"step_after='forward' needs microbatches >= stages (F((t+1)M + P - 1) "
+                         f"must precede F((t+2)M)), got M={microbatches}, P={stages}")
     first, end = start * microbatches, batches * microbatches  # global microbatch range
     w = min(warmup_forwards(stage, stages), end - first)
     acts: list[Action] = []
 
-    def fwd(i: int) -> Action:
+    pending: list[int] = []                  # batches whose last backward ran, step not yet
+
+    def fwd(i: int) -> list[Action]:
         t = i // microbatches
-        return Action(FORWARD, i, t, version_of_batch(t))
+        out = [Action(FORWARD, i, t, version_of_batch(t))]
+        if step_after == "forward" and pending and i == (pending[0] + 1) * microbatches \
+                + stages - 1:
+            u = pending.pop(0)
+            out.append(Action(STEP, -1, u, u + 1))
+        return out
 
     def bwd(i: int) -> list[Action]:
         t = i // microbatches
         out = [Action(BACKWARD, i, t, version_of_batch(t))]
         if i % microbatches == microbatches - 1:
-            out.append(Action(STEP, -1, t, t + 1))
+            pending.append(t)
+            if step_after == "backward" or (t + 1) * microbatches + stages - 1 >= end:
+                u = pending.pop(0)             # no such forward left: after the backward
+                out.append(Action(STEP, -1, u, u + 1))
         return out
 
-    acts.extend(fwd(i) for i in range(first, first + w))
+    for i in range(first, first + w):
+        acts.extend(fwd(i))
     for k in range(first, end):
         if k + w < end:
-            acts.append(fwd(k + w))
+            acts.extend(fwd(k + w))
         acts.extend(bwd(k))
+    assert not pending, pending
     return acts
 
 
@@ -199,17 +238,24 @@ def schedule_timeline(stages: int, microbatches: int, batches: int) -> str:
     return "\n".join(rows)
 
 
-def check_schedule(stage: int, stages: int, microbatches: int, batches: int, start: int = 0) -> dict:
+def check_schedule(stage: int, stages: int, microbatches: int, batches: int, start: int = 0,
+                   step_after: str = "backward") -> dict:
     """Replay a schedule and assert the 2BW invariants; return counts for tests.
 
     Checks: every microbatch of ``start..batches-1`` is forwarded once and later backwarded once,
     both with ``W(version_of_batch(t))``; that version exists on this stage (made by an earlier
     step, or loaded at start) when first read; the steps come in order ``t = start, ...``, each
     after the last backward of its batch; no more than two versions are read by microbatches in
-    flight; forwards happen before any cool-down backward (no flush between batches).
-    Returns ``{"max_in_flight": ..., "max_versions_in_flight": ..., "steps": ...}``.
+    flight; forwards happen before any cool-down backward (no flush between batches); with
+    ``step_after="forward"`` every STEP t but the run's last comes after ``F((t+1)M + P - 1)``
+    (after stage 0's last backward of batch t, causally) and before ``F((t+2)M)``.
+    Returns ``{"max_in_flight": ..., "max_versions_in_flight": ..., "steps": ...,
+    "step_lag": ...}`` (``step_lag``: the most actions between a batch's last backward and its
+    step).
     """
-    acts = schedule_2bw(stage, stages, microbatches, batches, start)
+    acts = schedule_2bw(stage, stages, microbatches, batches, start, step_after)
+    at = {(a.kind, a.mb): n for n, a in enumerate(acts) if a.kind != STEP}
+    lag = 0
     have = {version_of_batch(start), start}  # versions present at (re)start: W(start-1), W(start)
     in_flight: dict[int, int] = {}
     done_f: set[int] = set()
@@ -232,14 +278,24 @@ def check_schedule(stage: int, stages: int, microbatches: int, batches: int, sta
             last = a.batch * microbatches + microbatches - 1
             assert last in done_b, f"step {a.batch} before the backward of microbatch {last}"
             assert a.version == a.batch + 1
+            first_read = step_reader(a.batch, microbatches)
+            assert at.get((FORWARD, first_read), len(acts)) > n, \
+                f"step {a.batch} after F({first_read}), which reads W({a.version})"
+            lag = max(lag, n - at[(BACKWARD, last)] - 1)
+            if step_after == "forward" and a.batch < batches - 1:
+                trigger = (a.batch + 1) * microbatches + stages - 1
+                assert acts[n - 1] == (FORWARD, trigger, trigger // microbatches,
+                                       version_of_batch(trigger // microbatches)), \
+                    f"step {a.batch} is not right after F({trigger})"
             have.add(a.version)
             next_step += 1
         max_in_flight = max(max_in_flight, len(in_flight))
         max_versions = max(max_versions, len(set(in_flight.values())))
         # a flush at a batch boundary would show as a step with nothing in flight while forwards
         # remain; 1F1B without flush keeps w_s = P-1-s microbatches in flight there
-        if a.kind == STEP and n < last_fwd_pos and warmup_forwards(stage, stages) > 0:
-            assert len(in_flight) == warmup_forwards(stage, stages), (
+        ahead = warmup_forwards(stage, stages) + (step_after == "forward")
+        if a.kind == STEP and n < last_fwd_pos and ahead > 0:
+            assert len(in_flight) == ahead, (
                 f"stage {stage} flushed the pipeline at step {a.batch}"
             )
     expected = set(range(start * microbatches, batches * microbatches))
@@ -249,4 +305,5 @@ def check_schedule(stage: int, stages: int, microbatches: int, batches: int, sta
         "max_in_flight": max_in_flight,
         "max_versions_in_flight": max_versions,
         "steps": batches - start,
+        "step_lag": lag,
     }

@@ -6,7 +6,8 @@ schedule, the ASCII timeline and the proof that the versions are there in time):
     W(-1) = W(0); slot[0] = slot[1] = copy of W(0); master p aliases slot[1] = W(0)
     steady 1F1B over the global microbatch stream (no flush at batch boundaries):
       F(i), B(i) of batch t = i // M use slot[t % 2] = W(t-1)  (functional_call)
-      after B of the last microbatch of batch t:                (STEP t)
+      after B of the last microbatch of batch t (or later:      (STEP t)
+        schedule.STEP_PLACEMENTS):
         p.grad = slot[t % 2].grad           # grad f(W(t-1)) of batch t, this stage's part
                                             #   (averaged over the D replicas first: bucketed
                                             #   all-reduces launched by hooks during B of the
@@ -37,20 +38,35 @@ fresh gradient at W(t) on batch t (and the large-batch gradient of the momentum 
 pipelined pass on a separate process group. These passes synchronise the stages (a bubble) at
 those steps only; for pure-throughput runs set ``stats_interval = 0`` and ``eval_interval = 0``.
 
-Checkpoints (every ``checkpoint_interval`` steps and at the end): after STEP t each stage saves
+Checkpoints (every ``checkpoint_interval`` steps and at the end): at STEP t each stage saves
 its master W(t+1), the version W(t) of batch t+1, optimizer + EF state, statistics state, RNG
-and data position, AFTER sending the input gradient of batch t's last microbatch (held back
-at checkpoint steps), so the stages save in parallel; stage 0 then waits for every stage's
-part and writes the ``COMPLETE`` marker (``StageRun.save_deferred``).
-Resume restarts the schedule at batch t+1 with a fresh warm-up; no number changes.
+and data position (a long phase with its own deadline, :mod:`llm_validation.pipeline.watchdog`).
+No gradient waits for a save, so the stages save in parallel; stage 0 writes the ``COMPLETE``
+marker at its next flush (at the end at once), once every stage's part exists
+(:mod:`llm_validation.pipeline.stage_flush`). Resume restarts the schedule at batch t+1 with a
+fresh warm-up; no number changes.
 
-Divergence: the batch losses stay on the device; at each flush (every ``log_interval`` steps,
-checkpoint steps, the end; ``training.flush``) the last stage reads them with its partial sums
-in one copy and publishes the first non-finite step d (or none) in the rendezvous store
-before it sends the gradient of the batch's last microbatch (held back at flush steps), so
-every other stage finds the verdict when it reaches its own STEP of that batch. Every stage
-stops there, like the emulator: status ``diverged`` at step d, the rows up to d, no checkpoint
-after the divergence (the steps between d and the flush are computed and dropped).
+No gradient is ever held back: a backward's input gradient leaves before anything else the
+stage does, so the stages' optimizer steps overlap instead of running in series (the old
+runtime held the batch's last gradient at every flush until after its own step).
+
+Where STEP t goes (``schedule.STEP_PLACEMENTS``, proven by ``check_schedule``): W(t+1) is
+first read by F((t+2)M), at least two pairs after B(tM + M - 1), so the step may run anywhere
+in between. Without clipping it follows the batch's last backward (one gradient buffer at a
+time); with global-norm clipping (:mod:`llm_validation.pipeline.clipping`) it follows
+F((t+1)M + P - 1): every stage launches its norm's reduction as soon as its gradient is final
+(after that last backward), and by that forward every stage's contribution has causally
+arrived, so the step does not wait (the gradient of batch t then lives beside batch t+1's for
+s + 1 pairs).
+
+Divergence (:mod:`llm_validation.pipeline.stage_flush`): the batch losses stay on the device;
+at each flush (every ``log_interval`` steps, checkpoint steps, the end; ``training.flush``)
+the last stage reads them with its partial sums in one copy and publishes the first
+non-finite step so far in the rendezvous store; at a checkpoint step and the last step every
+stage acts on that verdict (waiting for it), at any other flush on the previous flush's, which
+is already there. Every stage stops at the same flush, like the emulator: status ``diverged``
+at step d, the rows up to d, no checkpoint after the divergence (the steps between d and the
+stop are computed and dropped).
 """
 
 from __future__ import annotations
@@ -74,7 +90,7 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
                   dp_mode: str = "allreduce") -> None:
     """The body of one 2BW stage process (see the module docstring); ``dp_mode``: how the
     replicas average their gradients (:mod:`llm_validation.pipeline.replicas`)."""
-    sr = StageRun(ctx, cfg, start, tau=1, dp_mode=dp_mode, defer_save=True)
+    sr = StageRun(ctx, cfg, start, tau=1, dp_mode=dp_mode)
     setup, probe, M, N, P, dp = sr.setup, sr.probe, sr.M, sr.N, sr.P, sr.replicas
     versions = [setup.leaf_copies(), setup.leaf_copies()]        # slot t % 2 serves batch t
     if sr.loaded is not None:                                     # slot start % 2 = W(start-1)
@@ -93,6 +109,7 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
     mb_losses: dict[int, list[torch.Tensor]] = {}
     losses: dict[int, torch.Tensor] = {}
     noise: dict[int, stats.MicrobatchGradVariance] = {}
+    finished: dict[int, stats.MicrobatchGradVariance | None] = {}   # averaged, not stepped
     outcome = {"status": "completed", "done": N, "message": ""}
 
     def data_of(mb: int) -> torch.Tensor:
@@ -117,6 +134,13 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
         if buckets[a.batch % 2] is not None and a.mb % M == M - 1:
             buckets[a.batch % 2].arm(1)       # this backward finishes the batch's gradient
 
+    def average(t: int) -> None:
+        """Batch t's gradient, final: averaged over the replicas (and its variance)."""
+        slot = [versions[t % 2][n] for n in setup.names]
+        finished[t] = dp.average(slot, M, captured=captured.pop(t, None),
+                                 noise=noise.pop(t, None), want_noise=wants_noise(t),
+                                 buckets=buckets[t % 2])
+
     def on_backward(a) -> None:
         t = a.batch
         slot = [versions[t % 2][n] for n in setup.names]
@@ -126,14 +150,19 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
             if t not in noise:
                 noise[t] = stats.MicrobatchGradVariance(slot, M)
             noise[t].observe()
+        if sr.clip is not None and setup.opt.gef is None and a.mb % M == M - 1:
+            # the gradient is final: start the clipping norm's reduction (gradient-level EF
+            # mixes the gradient inside the step, so its norm is reduced there)
+            average(t)
+            sr.clip.launch([w.grad for w in slot])
 
     def on_step(a) -> bool:
         t = a.batch
         sr.step_clock.append(time.perf_counter())
         slot, other = versions[t % 2], versions[(t + 1) % 2]
-        noise_t = dp.average([slot[n] for n in setup.names], M, captured=captured.pop(t, None),
-                             noise=noise.pop(t, None), want_noise=wants_noise(t),
-                             buckets=buckets[t % 2])
+        if t not in finished:
+            average(t)
+        noise_t = finished.pop(t)
         # the statistics need the read point W(t-1) during the step: a copy on active steps
         read_point = [slot[n].detach().clone() for n in setup.names] if probe.active(t) else []
         with torch.no_grad():
@@ -151,18 +180,19 @@ def run_2bw_stage(ctx: WorkerContext, cfg: TrainConfig, start: int,
         return True
 
     def after_step(a) -> None:
-        sr.save_deferred()           # the held gradient is sent: every stage saves at once
         sr.side_passes(a.batch + 1)
 
     t0 = time.perf_counter()
     sr.side_passes(start)
-    finished = sr.exec.run(
-        schedule_2bw(sr.s, P, M, N, start), weights=lambda t: versions[t % 2],
-        inputs=data_of, targets=data_of, scale=M, on_loss=on_loss,
-        before_backward=before_backward, on_backward=on_backward,
-        on_step=on_step, after_step=after_step, defer_grad=sr.flush_due)
+    # clipping needs every stage's norm: its step goes where that has arrived (schedule.py)
+    placement = "forward" if sr.clip is not None else "backward"
+    done = sr.exec.run(
+        schedule_2bw(sr.s, P, M, N, start, step_after=placement),
+        weights=lambda t: versions[t % 2], inputs=data_of, targets=data_of, scale=M,
+        on_loss=on_loss, before_backward=before_backward, on_backward=on_backward,
+        on_step=on_step, after_step=after_step)
     sr.finish(outcome["status"], outcome["done"], outcome["message"])
-    if finished:
+    if done:
         sr.link.drain()
     else:  # a stopped run leaves activations nobody receives; the messages must still arrive
         sr.link.drain_messages()

@@ -46,8 +46,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 from llm_validation.pipeline.faults import WATCHDOG_EXIT, follow_waits, status_key, write_report
 
-__all__ = ["Deadlines", "Watchdog", "STATUS_EVERY_S", "STALE_S", "STALL_FACTOR",
-           "HANG_ENV", "COLLECTIVE_ENV", "IO_ENV"]
+__all__ = ["Deadlines", "Watchdog", "published_wait", "STATUS_EVERY_S", "STALE_S",
+           "STALL_FACTOR", "HANG_ENV", "COLLECTIVE_ENV", "IO_ENV"]
 
 HANG_ENV = "DELAYBOUND_PIPE_TIMEOUT_S"
 COLLECTIVE_ENV = "DELAYBOUND_PIPE_COLLECTIVE_TIMEOUT_S"
@@ -106,6 +106,24 @@ class Deadlines:
             return cls(**kw)
         except ValueError as exc:
             raise ValueError(f"{exc} (from {HANG_ENV}, {COLLECTIVE_ENV}, {IO_ENV})") from None
+
+
+@contextmanager
+def published_wait(status: dict | None, peers: list[int], what: str) -> Iterator[None]:
+    """Around a host wait on several ranks (a collective): the rank's ``status`` publishes a
+    wait on ``peers`` (``what``: the message of a diagnosis), so its watchdog extends the wait
+    while any of them is in a long phase and reports a hang otherwise, as for one p2p peer
+    (re-entrant: a nested wait restores the outer one). No ``status`` or no peers: nothing."""
+    if status is None or not peers:
+        yield
+        return
+    saved = {k: status.get(k) for k in ("waiting_on", "what", "since")}
+    status.update(what=what, since=time.time())
+    status["waiting_on"] = list(peers)
+    try:
+        yield
+    finally:
+        status.update(saved)
 
 
 class Watchdog:

@@ -102,6 +102,17 @@ class Costs:
     """Tokens per microbatch (None: tokens/s is not defined)."""
     data_parallel: int = 1
     """Replicas D (tokens/s counts all of them)."""
+    flush: tuple[float, ...] = ()
+    """Per device, what a step costs more when it ends a metrics flush (the host read of the
+    buffered rows, the divergence verdict, the rows message; stage 0 writes the rows); empty:
+    none (the runtime: :mod:`llm_validation.training.flush`)."""
+    flush_interval: int = 1
+    """Steps between flushes (``RunConfig.log_interval``; the last step always flushes)."""
+    clip: bool = False
+    """Each step waits for the model's gradient norm: every device's last backward of the
+    batch, then a reduction of ``clip_latency`` (global-norm clipping on a pipeline)."""
+    clip_latency: float = 0.0
+    """Time of that reduction once every device has contributed."""
 
     def __post_init__(self) -> None:
         for name in ("vstages", "step", "allreduce", "boundary"):
@@ -115,6 +126,13 @@ class Costs:
             object.__setattr__(self, name, tuple(_check(f"cost {name}", x)
                                                  for x in getattr(self, name)))
         object.__setattr__(self, "latency", _check("cost latency", self.latency))
+        object.__setattr__(self, "clip_latency", _check("cost clip_latency", self.clip_latency))
+        object.__setattr__(self, "flush", tuple(_check("cost flush", x) for x in self.flush))
+        if self.flush and len(self.flush) != P:
+            raise ValueError(f"Costs: {len(self.flush)} flush costs for {P} devices")
+        if isinstance(self.flush_interval, bool) or not isinstance(self.flush_interval, int) \
+                or self.flush_interval < 1:
+            raise ValueError(f"Costs.flush_interval={self.flush_interval!r} must be an int >= 1")
         if self.time_unit not in ("tick", "s"):
             raise ValueError(f"Costs.time_unit={self.time_unit!r} must be 'tick' or 's'")
         if self.microbatch_tokens is not None and (
@@ -212,8 +230,13 @@ def _per_device(plan: Plan, per_vstage: list[float]) -> list[float]:
 
 def model_costs(plan: Plan, shapes: list[StageShape], hw: Hardware, *, microbatch_tokens: int,
                 data_parallel: int = 1, optimizer: str = "adamw", ef: bool = False,
-                overlap_p2p: bool = True, overlap_allreduce: bool = False) -> Costs:
-    """FLOP-based costs of ``plan`` from the virtual stages' ``shapes`` on hardware ``hw``."""
+                overlap_p2p: bool = True, overlap_allreduce: bool = False,
+                flush_s: float = 0.0, flush_interval: int = 1, clip: bool = False) -> Costs:
+    """FLOP-based costs of ``plan`` from the virtual stages' ``shapes`` on hardware ``hw``.
+    2BW's step also copies ``W(t)`` into the buffer of ``W(t-1)`` (the runtime's slot copy:
+    one float32 read and write per parameter at ``hbm_gbps``); ``flush_s`` per flush every
+    ``flush_interval`` steps; ``clip``: global-norm clipping (a reduction over the pipeline,
+    one link latency per stage hop)."""
     if len(shapes) != plan.vstages:
         raise ValueError(f"{len(shapes)} stage shapes for {plan.vstages} virtual stages")
     flops = hw.gpu_tflops * 1e12
@@ -225,6 +248,8 @@ def model_costs(plan: Plan, shapes: list[StageShape], hw: Hardware, *, microbatc
     step_bytes = [step_bytes_per_param(on_matrix + ef) * sh.matrix_params
                   + step_bytes_per_param(other + ef) * (sh.params - sh.matrix_params)
                   for sh in shapes]
+    if plan.schedule == "2bw":          # the slot copy W(t) -> buffer of W(t-1)
+        step_bytes = [b + 2 * FP32_BYTES * sh.params for b, sh in zip(step_bytes, shapes)]
     step = [b / (hw.hbm_gbps * 1e9) for b in _per_device(plan, step_bytes)]
     grads = _per_device(plan, [FP32_BYTES * sh.params for sh in shapes])
     allreduce = [ring_allreduce_time(g, data_parallel, hw.dp_bytes_per_s, hw.dp_latency_s)
@@ -234,13 +259,18 @@ def model_costs(plan: Plan, shapes: list[StageShape], hw: Hardware, *, microbatc
     return Costs(vstages=tuple(vst), step=tuple(step), allreduce=tuple(allreduce),
                  boundary=tuple(boundary), latency=hw.latency_s, overlap_p2p=overlap_p2p,
                  overlap_allreduce=overlap_allreduce, time_unit="s",
-                 microbatch_tokens=microbatch_tokens, data_parallel=data_parallel)
+                 microbatch_tokens=microbatch_tokens, data_parallel=data_parallel,
+                 flush=(flush_s,) * plan.stages, flush_interval=flush_interval, clip=clip,
+                 clip_latency=2 * (plan.stages - 1) * hw.latency_s if clip else 0.0)
 
 
 def profile_costs(plan: Plan, profile: Profile, *, link: Hardware | None = None,
                   data_parallel: int | None = None, grad_bytes: list[float] | None = None,
                   overlap_p2p: bool = True, overlap_allreduce: bool = False) -> Costs:
-    """Costs measured by a profiled run (see :mod:`.profile` for how each field is used).
+    """Costs measured by a profiled run (see :mod:`.profile` for how each field is used): the
+    step without the flush (``step_s``, the slot copy and any clipping wait included; plus
+    ``side_s``, the side passes that follow it), the flush apart (``flush_s``, every ``log_interval`` steps of the run), clipping when the run
+    clipped.
 
     ``link``: when given, messages take ``latency + activation_bytes / bandwidth`` instead of
     the measured send wait. ``data_parallel`` larger than the profiled run's adds the ring
@@ -278,7 +308,10 @@ def profile_costs(plan: Plan, profile: Profile, *, link: Hardware | None = None,
         allreduce = [ring_allreduce_time(g, D, link.dp_bytes_per_s, link.dp_latency_s)
                      - ring_allreduce_time(g, profile.data_parallel, link.dp_bytes_per_s,
                                            link.dp_latency_s) for g in grad_bytes]
-    return Costs(vstages=tuple(vst), step=tuple(p.step_s for p in profile.per_stage),
+    return Costs(vstages=tuple(vst),
+                 step=tuple(p.step_s + (p.side_s or 0.0) for p in profile.per_stage),
                  allreduce=tuple(allreduce), boundary=tuple(boundary), latency=latency,
                  overlap_p2p=overlap_p2p, overlap_allreduce=overlap_allreduce, time_unit="s",
-                 microbatch_tokens=profile.microbatch_tokens, data_parallel=D)
+                 microbatch_tokens=profile.microbatch_tokens, data_parallel=D,
+                 flush=tuple(p.flush_s or 0.0 for p in profile.per_stage),
+                 flush_interval=profile.log_interval, clip=profile.grad_clip > 0)

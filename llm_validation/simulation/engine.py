@@ -14,6 +14,16 @@ update, blocking the device or beside it (``Costs.overlap_allreduce``). Events (
 free, a message or a version arrives) are processed in time order from a heap; after each, the
 device it concerns starts whatever it can.
 
+What the runtime adds to a step (``pipeline.twobw``, ``pipeline.sync``, ``training.flush``):
+- clipping (``Costs.clip``): step t also waits for the model's gradient norm, there
+  ``clip_latency`` after every device finished its weight gradients of batch t (2BW places the
+  step after ``F((t+1)M + P - 1)``, where that has arrived: ``Plan.step_after``);
+- the flush (every ``Costs.flush_interval`` steps and the last): a ``FL`` span of ``flush[d]``
+  after the update; the last device then publishes the divergence verdict. The synchronous
+  schedules act on it at once (every other device's flush waits for it), 2BW only at the last
+  step (elsewhere on the previous flush's verdict, already there: no wait);
+- the slot copy of 2BW is part of the step's cost (:func:`.costs.model_costs`, or measured).
+
 Guarantee: the start times are the unique earliest ones consistent with the per-device order and
 the dependencies above (list scheduling of a fixed order). With unit costs they reproduce
 :func:`llm_validation.pipeline.schedule.simulate_times` for 2BW exactly; a schedule whose order
@@ -36,14 +46,17 @@ from llm_validation.simulation.schedules import (
     COMPUTE_KINDS,
     FORWARD,
     STEP,
+    SYNC_SCHEDULES,
     Plan,
+    SimAction,
 )
 
-__all__ = ["Span", "Transfer", "SimResult", "simulate", "ALLREDUCE", "SEND", "UPDATE"]
+__all__ = ["Span", "Transfer", "SimResult", "simulate", "ALLREDUCE", "SEND", "UPDATE", "FLUSH",
+           "flush_steps"]
 
-#: Span kinds besides the compute kinds: the optimizer update, the gradient all-reduce, and the
-#: time a device is blocked in a (non-overlapped) send.
-UPDATE, ALLREDUCE, SEND = "S", "AR", "send"
+#: Span kinds besides the compute kinds: the optimizer update, the gradient all-reduce, the
+#: time a device is blocked in a (non-overlapped) send, and a metrics flush.
+UPDATE, ALLREDUCE, SEND, FLUSH = "S", "AR", "send", "FL"
 _FREE = "free"
 
 
@@ -107,7 +120,8 @@ class SimResult:
 
     def busy(self, device: int) -> float:
         """Time the device's compute stream is occupied (compute, blocking step, blocked sends)."""
-        return self.device_time(device, (*COMPUTE_KINDS, UPDATE, ALLREDUCE, SEND), side=False)
+        return self.device_time(device, (*COMPUTE_KINDS, UPDATE, ALLREDUCE, SEND, FLUSH),
+                                side=False)
 
     @cached_property
     def bubble_fraction(self) -> float:
@@ -125,16 +139,27 @@ class SimResult:
         rows = []
         for d in range(self.plan.stages):
             rows.append({"device": d, "compute": self.device_time(d, COMPUTE_KINDS),
-                         "step": self.device_time(d, (UPDATE, ALLREDUCE), side=None),
+                         "step": self.device_time(d, (UPDATE, ALLREDUCE, FLUSH), side=None),
                          "send_blocked": self.device_time(d, (SEND,)),
                          "idle": self.makespan - self.busy(d)})
         return rows
 
 
+def flush_steps(steps: int, interval: int) -> set[int]:
+    """The steps that end a metrics flush: every ``interval``-th and the last
+    (``training.flush.flush_due`` without checkpoints)."""
+    return {t for t in range(steps) if (t + 1) % interval == 0 or t == steps - 1}
+
+
 def _compile(plan: Plan, costs: Costs) -> list[list[tuple]]:
     """Per device, per action: (action, virtual stage, dependency keys, duration, message) with
-    message = (destination device, key announced there, link transfer time) or None."""
+    message = (destination device, key announced there, link transfer time) or None; a flush
+    is a row (``FLUSH``, step) after its step."""
     P, K = plan.stages, plan.vstages
+    steps = plan.optimizer_steps
+    flushes = flush_steps(steps, costs.flush_interval)
+    flush = costs.flush or (0.0,) * P
+    sync = plan.schedule in SYNC_SCHEDULES
     cost = {FORWARD: [c.forward for c in costs.vstages],
             BACKWARD: [c.backward for c in costs.vstages],
             BACKWARD_INPUT: [c.backward_input for c in costs.vstages],
@@ -158,7 +183,11 @@ def _compile(plan: Plan, costs: Costs) -> list[list[tuple]]:
                 msg = (prv, ("grad", a.mb, k), boundary[k - 1]) if k > 0 else None
                 append((a, k, deps, cost[kind][k], msg))
             elif kind == STEP:
-                append((a, k, (), 0.0, None))
+                append((a, k, (("clip", a.step),) if costs.clip else (), 0.0, None))
+                if a.step in flushes:
+                    waits = d != P - 1 and (sync or a.step == steps - 1)
+                    append(((FLUSH, a.step), k, (("key", a.step),) if waits else (),
+                            flush[d], None))
             else:
                 append((a, k, (), cost[kind][k], None))
         out.append(rows)
@@ -183,11 +212,38 @@ def simulate(plan: Plan, costs: Costs) -> SimResult:
     spans: list[Span] = []
     transfers: list[Transfer] = []
     latency, overlap_p2p = costs.latency, costs.overlap_p2p
+    need: dict[int, int] = {}          # weight-gradient actions per step, over every device
+    for rows in acts:
+        for a, *_ in rows:
+            if isinstance(a, SimAction) and a.kind in (BACKWARD, BACKWARD_WEIGHT):
+                need[a.step] = need.get(a.step, 0) + 1
+    got: dict[int, tuple[int, float]] = {}
+
+    def grad_done(step: int, end: float) -> None:
+        """Count a finished weight gradient of ``step``; the last announces the clip norm."""
+        n, last = got.get(step, (0, 0.0))
+        got[step] = (n + 1, max(last, end))
+        if n + 1 == need[step] and costs.clip:
+            for dev in range(P):
+                push(heap, (max(last, end) + costs.clip_latency, next(order), dev,
+                            ("clip", step)))
 
     def try_start(d: int, now: float) -> None:
         rows = acts[d]
         while not busy[d] and ptr[d] < len(rows):
             a, k, deps, dur, msg = rows[ptr[d]]
+            if any(dep not in avail for dep in deps):
+                return
+            if a[0] == FLUSH:
+                t = a[1]
+                spans.append(Span(d, FLUSH, -1, t, 0, now, now + dur))
+                if d == P - 1:                 # the verdict, for the devices that wait on it
+                    for dev in range(P - 1):
+                        push(heap, (now + dur, next(order), dev, ("key", t)))
+                busy[d] = True
+                ptr[d] += 1
+                push(heap, (now + dur, next(order), d, _FREE))
+                return
             if a.kind == STEP:
                 ar, up = costs.allreduce[d], costs.step[d]
                 side = costs.overlap_allreduce
@@ -204,11 +260,10 @@ def simulate(plan: Plan, costs: Costs) -> SimResult:
                 busy[d] = True
                 push(heap, (end, next(order), d, _FREE))
                 return
-            for dep in deps:
-                if dep not in avail:
-                    return
             end = now + dur
             spans.append(Span(d, a.kind, a.mb, a.step, a.chunk, now, end))
+            if a.kind in (BACKWARD, BACKWARD_WEIGHT):
+                grad_done(a.step, end)
             free_at = end
             if msg is not None:
                 dst, key, boundary = msg

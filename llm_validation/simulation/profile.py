@@ -25,9 +25,13 @@ per-action figure a mean over the profiled microbatches of that stage)::
                                         #   gradient) per microbatch
           "recv_wait_s": 0.0009,        # blocked in one receive per microbatch (includes bubbles)
           "activation_bytes": 1048576,  # bytes of one activation this stage sends (0: last)
-          "samples": 96                 # microbatches behind the means (optional)
+          "samples": 96,                # microbatches behind the means (optional)
+          "flush_s": 0.0011             # optional: a step that ends a metrics flush costs
+                                        #   this much more (step_s excludes it)
         }, ...
-      ]
+      ],
+      "log_interval": 1,                # optional: steps between the run's flushes
+      "grad_clip": 0.0                  # optional: the run's clipping threshold (0: none)
     }
 
 How the simulator uses it (:func:`llm_validation.simulation.costs.profile_costs`): forward,
@@ -95,6 +99,11 @@ class StageProfile:
     """Weight-gradient part of the backward alone, when measured."""
     samples: int | None = None
     """Microbatches behind the means."""
+    flush_s: float | None = None
+    """What a step ending a metrics flush costs more (mean per flush; the waits for another
+    stage's verdict and checkpoint saves excluded); None: not measured (0)."""
+    side_s: float | None = None
+    """Side passes (validation, the statistics' extra gradients) per step; None: 0."""
 
     def __post_init__(self) -> None:
         w = f"profile stage {self.stage}"
@@ -107,6 +116,9 @@ class StageProfile:
         for name in ("backward_input_s", "backward_weight_s"):
             object.__setattr__(self, name, _nonneg(f"{w}: {name}", getattr(self, name),
                                                    positive=True, optional=True))
+        for name in ("flush_s", "side_s"):
+            object.__setattr__(self, name, _nonneg(f"{w}: {name}", getattr(self, name),
+                                                   optional=True))
         if (self.backward_input_s is None) != (self.backward_weight_s is None):
             raise ValueError(f"{w}: give both backward_input_s and backward_weight_s, or neither")
         if self.samples is not None:
@@ -129,6 +141,10 @@ class Profile:
     """One entry per stage, in stage order."""
     data_parallel: int = 1
     """Replicas of the profiled run."""
+    log_interval: int = 1
+    """Steps between the run's metrics flushes (``RunConfig.log_interval``; optional)."""
+    grad_clip: float = 0.0
+    """The run's global-norm clipping threshold (0: none; optional)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Unknown top-level keys, kept (a newer writer may add some)."""
 
@@ -139,6 +155,8 @@ class Profile:
         _int("profile: microbatches", self.microbatches, 1)
         _int("profile: microbatch_tokens", self.microbatch_tokens, 1)
         _int("profile: data_parallel", self.data_parallel, 1)
+        _int("profile: log_interval", self.log_interval, 1)
+        object.__setattr__(self, "grad_clip", _nonneg("profile: grad_clip", self.grad_clip))
         object.__setattr__(self, "per_stage", tuple(self.per_stage))
         if [p.stage for p in self.per_stage] != list(range(self.stages)):
             raise ValueError(f"profile: per_stage must list stages 0..{self.stages - 1} in order, "
@@ -148,6 +166,7 @@ class Profile:
         d = {"schema": SCHEMA, "version": VERSION, "schedule": self.schedule,
              "stages": self.stages, "microbatches": self.microbatches,
              "microbatch_tokens": self.microbatch_tokens, "data_parallel": self.data_parallel,
+             "log_interval": self.log_interval, "grad_clip": self.grad_clip,
              "per_stage": [asdict(p) for p in self.per_stage]}
         return {**dict(self.extra), **d}
 
@@ -179,11 +198,13 @@ class Profile:
             except ValueError as exc:
                 raise ValueError(f"{where}: {exc}") from None
         known = {"schema", "version", "schedule", "stages", "microbatches", "microbatch_tokens",
-                 "data_parallel", "per_stage"}
+                 "data_parallel", "log_interval", "grad_clip", "per_stage"}
         try:
             return cls(schedule=d["schedule"], stages=d["stages"], microbatches=d["microbatches"],
                        microbatch_tokens=d["microbatch_tokens"], per_stage=tuple(stages),
                        data_parallel=d.get("data_parallel", 1),
+                       log_interval=d.get("log_interval", 1),
+                       grad_clip=d.get("grad_clip", 0.0),
                        extra={k: v for k, v in d.items() if k not in known})
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None

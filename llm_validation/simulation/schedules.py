@@ -96,6 +96,9 @@ class Plan:
     """Batches T (every batch has M microbatches)."""
     actions: tuple[tuple[SimAction, ...], ...]
     """One action list per device."""
+    step_after: str = "backward"
+    """2BW: where each step sits (``pipeline.schedule.STEP_PLACEMENTS``; ``forward`` when the
+    step reduces over the pipeline, global-norm clipping); the others step after the batch."""
 
     @property
     def vstages(self) -> int:
@@ -216,8 +219,9 @@ def _zb_h1(d: int, P: int, M: int, T: int) -> list[SimAction]:
     return _sync_batches(batch, M, T)
 
 
-def _two_bw(d: int, P: int, M: int, T: int) -> list[SimAction]:
-    return [SimAction(a.kind, a.mb, a.batch, a.version) for a in schedule_2bw(d, P, M, T)]
+def _two_bw(d: int, P: int, M: int, T: int, step_after: str = "backward") -> list[SimAction]:
+    return [SimAction(a.kind, a.mb, a.batch, a.version)
+            for a in schedule_2bw(d, P, M, T, step_after=step_after)]
 
 
 def _pipedream(d: int, P: int, M: int, T: int) -> list[SimAction]:
@@ -249,11 +253,13 @@ def _positive_int(name: str, value: object, lo: int) -> int:
 
 
 def build_plan(schedule: str, stages: int, microbatches: int, batches: int = 1,
-               chunks: int = 2) -> Plan:
+               chunks: int = 2, step_after: str = "backward") -> Plan:
     """The action lists of ``schedule`` (see the module docstring) for ``batches`` batches of
     ``microbatches`` microbatches on ``stages`` devices; ``chunks`` is used by interleaved 1F1B
-    only. Raises ``ValueError`` on an unknown schedule or a bad shape (``P >= 2``; 2BW needs
-    ``M >= P - 1``; interleaved needs ``chunks >= 2`` and ``M`` a multiple of ``P``)."""
+    only, ``step_after`` by 2BW only (:data:`llm_validation.pipeline.schedule.STEP_PLACEMENTS`).
+    Raises ``ValueError`` on an unknown schedule or a bad shape (``P >= 2``; 2BW needs
+    ``M >= P - 1``, ``M >= P`` with ``step_after="forward"``; interleaved needs ``chunks >= 2``
+    and ``M`` a multiple of ``P``)."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; choose one of {list(SCHEDULES)}")
     P = _positive_int("stages", stages, 2)
@@ -272,10 +278,13 @@ def build_plan(schedule: str, stages: int, microbatches: int, batches: int = 1,
              "pipedream": _pipedream}
     if schedule == "interleaved-1f1b":
         lists = [_interleaved(d, P, M, T, v) for d in range(P)]
+    elif schedule == "2bw":
+        lists = [_two_bw(d, P, M, T, step_after) for d in range(P)]
     else:
         lists = [build[schedule](d, P, M, T) for d in range(P)]
     return Plan(schedule=schedule, stages=P, chunks=v, microbatches=M, batches=T,
-                actions=tuple(tuple(a) for a in lists))
+                actions=tuple(tuple(a) for a in lists),
+                step_after=step_after if schedule == "2bw" else "backward")
 
 
 def stage_delays(plan: Plan) -> list[int]:

@@ -23,7 +23,10 @@ Knobs (``DelayConfig`` / ``OptimConfig``), in the order one step applies them:
 - ``grad_clip``: global L2 clipping of the gradient the base step uses, ``g <- g min(1, c /
   (||g|| + 1e-6))`` (torch.nn.utils.clip_grad_norm_'s rule; per-tensor norms in float32 as
   torch, their squares summed in float64 and passed through ``reduce_sq``, the pipeline's sum
-  over stages, before the square root);
+  over stages, before the square root; or ``clip_sq(grads)``, the squared norm as a device
+  scalar computed elsewhere: a pipeline stage's over every stage,
+  :mod:`llm_validation.pipeline.clipping`, with no host read); the root, the factor and the
+  product on the device, one function for both (:func:`clip_grads_`);
 - base step; then update-level EF or the Nesterov look-ahead (``correction='nesterov'``) on
   the base update. The correction formulas: :mod:`llm_validation.training.corrections`.
 
@@ -55,7 +58,6 @@ and its virtual iterate ``z_t = x_t - lam v_{t-1}`` are docs/theory.md result 5.
 from __future__ import annotations
 
 import copy
-import math
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -63,17 +65,14 @@ import torch
 from torch import Tensor
 
 from llm_validation.config import CORRECTIONS, TrainConfig
+from llm_validation.training.clip import CLIP_EPS, clip_grads_, clip_scale, global_clip_  # noqa: F401
 from llm_validation.training.corrections import (DCASGD, EF_CHUNK, EF_LEVELS,  # noqa: F401
                                                   GradErrorFeedback, NesterovLookahead,
                                                   UpdateErrorFeedback, _check_lam, _copy_into)
 from theory.update_rules import read_index
 
 __all__ = ["DelayedOptimizer", "UpdateErrorFeedback", "GradErrorFeedback", "EF_LEVELS",
-           "effective_tau", "clip_scale", "CLIP_EPS"]
-
-#: The 1e-6 torch.nn.utils.clip_grad_norm_ adds to the norm before dividing.
-CLIP_EPS = 1e-6
-
+           "effective_tau", "clip_scale", "clip_grads_", "CLIP_EPS"]
 
 def effective_tau(step: int, tau: int, sync_start: int = 0, sync_cooldown: int = 0,
                   total_steps: int | None = None) -> int:
@@ -94,16 +93,10 @@ def effective_tau(step: int, tau: int, sync_start: int = 0, sync_cooldown: int =
     return tau
 
 
-def clip_scale(total_norm: float, max_norm: float) -> float:
-    """Factor of global-norm clipping, as ``torch.nn.utils.clip_grad_norm_``:
-    ``min(1, max_norm / (total_norm + 1e-6))``."""
-    return min(1.0, max_norm / (total_norm + CLIP_EPS))
-
-
 class DelayedOptimizer:
     """``DelayedOptimizer(optimizer, tau=1, ef_lambda=0.0, ef_level="update", group_taus=None,
     *, sync_start=0, sync_cooldown=0, total_steps=None, correction="none", correction_coef=0.0,
-    grad_clip=0.0, reduce_sq=None, external_read=False)``; :meth:`from_config` builds it from a
+    grad_clip=0.0, reduce_sq=None, external_read=False, clip_sq=None)``; :meth:`from_config` builds it from a
     ``TrainConfig`` (the one factory of the training loop and of every pipeline stage).
 
     Wraps ``optimizer`` (anything with ``param_groups``, ``step``, ``zero_grad``, ``state_dict``,
@@ -123,7 +116,8 @@ class DelayedOptimizer:
                  sync_start: int = 0, sync_cooldown: int = 0, total_steps: int | None = None,
                  correction: str = "none", correction_coef: float = 0.0, grad_clip: float = 0.0,
                  reduce_sq: Callable[[float], float] | None = None,
-                 external_read: bool = False) -> None:
+                 external_read: bool = False,
+                 clip_sq: Callable[[list[Tensor]], Tensor] | None = None) -> None:
         if isinstance(tau, bool) or not isinstance(tau, int) or tau < 0:
             raise ValueError(f"tau={tau!r} must be an int >= 0")
         lam = _check_lam(ef_lambda)
@@ -148,7 +142,7 @@ class DelayedOptimizer:
         self.ef_lambda, self.ef_level = lam, ef_level
         self.sync_start, self.sync_cooldown = sync_start, sync_cooldown
         self.total_steps = total_steps
-        self.grad_clip, self.reduce_sq = grad_clip, reduce_sq
+        self.grad_clip, self.reduce_sq, self.clip_sq = grad_clip, reduce_sq, clip_sq
         self.params: list[Tensor] = []
         self.taus: list[int] = []
         seen: set[int] = set()
@@ -176,7 +170,7 @@ class DelayedOptimizer:
         self._inside = self._read_done = False
         self.last_base_update: list[Tensor] | None = None
         self.last_update: list[Tensor] | None = None
-        self.last_grad_norm: float | None = None
+        self._grad_norm: Tensor | None = None
 
     @classmethod
     def from_config(cls, base: Any, cfg: TrainConfig, *, group_taus: Sequence[int] | None = None,
@@ -269,15 +263,17 @@ class DelayedOptimizer:
 
     @torch.no_grad()
     def _clip(self) -> None:
-        """Global L2 clipping of the gradients the base step will use (``grad_clip``)."""
+        """Global L2 clipping of the gradients the base step will use (``grad_clip``;
+        :func:`llm_validation.training.clip.global_clip_`)."""
         grads = [p.grad for p in self.params if p.grad is not None]
-        norms = torch._foreach_norm(grads) if grads else []          # float32, as torch's clip
-        sq = float(torch.stack([n.double() for n in norms]).square().sum()) if norms else 0.0
-        total = math.sqrt(self.reduce_sq(sq) if self.reduce_sq is not None else sq)
-        self.last_grad_norm = total
-        scale = clip_scale(total, self.grad_clip)
-        if scale < 1.0:
-            torch._foreach_mul_(grads, scale)
+        if grads:
+            self._grad_norm = global_clip_(grads, self.grad_clip, reduce_sq=self.reduce_sq,
+                                           clip_sq=self.clip_sq)
+
+    @property
+    def last_grad_norm(self) -> float | None:
+        """The pre-clip global norm of the last clipped step (read on the host when asked)."""
+        return None if self._grad_norm is None else float(self._grad_norm)
 
     @torch.no_grad()
     def step(self, record: bool = False, read_point: Sequence[Tensor] | None = None) -> None:

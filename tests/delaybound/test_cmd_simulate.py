@@ -113,3 +113,27 @@ def test_a_bad_profile_is_one_line_exit_2(tmp_path, capsys):
     assert main(["simulate", "--from", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "backward_s" in err[0] and "profile.json" in err[0]
+
+
+def test_flush_and_clipping_flags(tmp_path, capsys):
+    """``--clip`` puts 2BW's step after F((t+1)M + P - 1) and makes it wait for the norm;
+    ``--log-interval`` / ``--flush-ms`` price the flush; a profile that clipped and flushed
+    every 2 steps is replayed with its own settings, ``--log-interval`` overrides them."""
+    base = ["simulate", "--schedule", "2bw", "--stages", "2", "--microbatches", "4", *MODEL]
+    plain = _json(capsys, base)
+    s = _json(capsys, [*base, "--clip", "--log-interval", "2", "--flush-ms", "5"])
+    assert (s["step_after"], s["flush_interval"], s["clip"]) == ("forward", 2, True)
+    assert (plain["step_after"], plain["flush_interval"], plain["clip"]) == ("backward", 1, False)
+    assert s["steady_step_time"] > plain["steady_step_time"]         # 5 ms every other step
+    run = tmp_path / "run"
+    write_hand_profile(run)
+    prof = json.loads((run / "profile.json").read_text())
+    prof.update(log_interval=2, grad_clip=1.0)
+    for p in prof["per_stage"]:
+        p["flush_s"] = 0.01
+    (run / "profile.json").write_text(json.dumps(prof))
+    s = _json(capsys, ["simulate", "--from", str(run)])
+    assert (s["step_after"], s["flush_interval"], s["clip"]) == ("forward", 2, True)
+    every = _json(capsys, ["simulate", "--from", str(run), "--log-interval", "1"])
+    assert every["flush_interval"] == 1
+    assert every["steady_step_time"] == pytest.approx(s["steady_step_time"] + 0.005, rel=1e-9)

@@ -101,8 +101,9 @@ def test_bad_shapes_are_one_line_errors_before_anything_starts(tmp_path, monkeyp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "divisible by data_parallel x microbatches = 2 x 2" in err[0]
     assert not out.exists()
-    out = tmp_path / "clip_on_a_pipeline"     # not implemented there: refused, not ignored
-    assert main([*base, "--batch-size", "4", "--grad-clip", "1.0", "--out", str(out)]) == 2
+    out = tmp_path / "correction_on_a_pipeline"     # not implemented there: refused, not ignored
+    assert main([*base, "--batch-size", "4", "--correction", "nesterov", "--correction-coef",
+                 "0.5", "--out", str(out)]) == 2
     assert "not implemented on the real pipelines" in capsys.readouterr().err
     assert not out.exists()
     # under torchrun (its environment) with a world smaller than P x D

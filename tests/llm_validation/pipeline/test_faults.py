@@ -63,16 +63,17 @@ def _fail(cfg, monkeypatch, fault: str) -> tuple[PipelineFailure, float]:
 def test_killed_stage_stops_all_and_resume_reproduces_the_run(tmp_path, monkeypatch):
     corpus = small_corpus(tmp_path)
     cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline="2bw", P=3, M=3, steps=6)
-    # stage 1 dies after its step 3, before sending the gradient held back for stage 0 and
-    # before its part of checkpoint 4 (2BW stages save after that send, in parallel): stage
-    # 0 never finishes step 3, checkpoint 4 stays incomplete, checkpoint 2 is the last one
+    # stage 1 dies after its step 3, i.e. after its part of checkpoint 4 (saved at its step;
+    # no gradient is held back, so the stages save in parallel): rank 0 marks checkpoint 4
+    # COMPLETE only at its next flush (step 4), which never comes without stage 1's batch-4
+    # gradients: checkpoint 4 stays incomplete, checkpoint 2 is the last one
     err, took = _fail(cfg, monkeypatch, "stage=1,step=3,kind=die")
     assert err.stage == 1 and "stage 1 died (killed by signal SIGKILL)" in str(err)
     assert took < EXIT_WITHIN_S
     assert _all_gone(_pids(tmp_path / "pipe"))
     paths = RunPaths(cfg.run.out_dir)
     assert latest_complete(paths)[0] == 2
-    assert not (ckpt_dir(paths, 4) / "stage1" / METADATA).exists()
+    assert (ckpt_dir(paths, 4) / "stage1" / METADATA).exists()
     assert not (ckpt_dir(paths, 4) / COMPLETE).exists()
     resumed = launch(dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, resume=True)))
     assert resumed.status == "completed" and resumed.steps == 6

@@ -42,13 +42,20 @@ def test_action_timer_means_are_per_microbatch_and_per_step():
     m = t.means()
     assert m == {"forward_s": 0.5, "backward_s": 1.0, "recv_wait_s": 0.25, "send_wait_s": 0.0,
                  "step_s": 2.0, "side_s": 1.0, "overhead_s": 0.0, "forward_compute_s": 0.5,
-                 "backward_compute_s": 1.0}
+                 "backward_compute_s": 1.0, "flush_s": 0.0, "flushes": 0}
     # the loop's untimed rest (12 s of wall, 10 s timed) is bookkeeping: 0.5 s per microbatch,
     # half of it on the forward and half on the backward
     t.add("wall", 12.0)
     m = t.means()
     assert m["overhead_s"] == 0.5 and m["forward_s"] == 0.75 and m["backward_s"] == 1.25
     assert m["forward_compute_s"] == 0.5 and m["backward_compute_s"] == 1.0
+    # inside the step: a flush (0.75 s, of which 0.25 s waiting for the last stage's verdict)
+    # and a checkpoint save (0.5 s); the step's own cost is what remains of the 2 s
+    t.add("flush", 0.75)
+    t.add("verdict_wait", 0.25)
+    t.add("checkpoint", 0.5)
+    m = t.means()
+    assert m["step_s"] == 0.75 and m["flush_s"] == 0.5 and m["flushes"] == 1
 
 
 def test_the_clock_follows_the_device():

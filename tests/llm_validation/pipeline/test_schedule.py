@@ -33,6 +33,25 @@ def test_invariants_hold_for_every_stage_and_resume_point(P):
                 assert out["steps"] == 5 - start
 
 
+@pytest.mark.parametrize("P", [2, 3, 4, 5])
+def test_the_step_after_the_forward_that_follows_stage_0s_last_backward(P):
+    """``step_after="forward"`` (clipping): every invariant holds, each step precedes the
+    first read of the version it writes, and on stage s 2s + 1 actions (s pairs and the
+    forward) separate it from its batch's last backward: the slack the norm's reduction uses
+    (none with the default placement)."""
+    for M in range(P, 2 * P + 2):
+        for start in (0, 1, 3):
+            for s in range(P):
+                out = check_schedule(s, P, M, 5, start, step_after="forward")
+                assert out["max_versions_in_flight"] <= 2 and out["steps"] == 5 - start
+                assert out["step_lag"] == 2 * s + 1
+                assert check_schedule(s, P, M, 5, start)["step_lag"] == 0
+    with pytest.raises(ValueError, match="needs microbatches >= stages"):
+        schedule_2bw(0, P, P - 1, 3, step_after="forward")
+    with pytest.raises(ValueError, match="step_after"):
+        schedule_2bw(0, P, P, 3, step_after="later")
+
+
 def test_batch_t_reads_w_t_minus_1_and_steps_write_w_t_plus_1():
     assert [version_of_batch(t) for t in range(4)] == [0, 0, 1, 2]
     for a in schedule_2bw(0, 3, 3, 4):

@@ -9,13 +9,14 @@ the recomputed one exactly (the engine only ever takes maxima and sums of the sa
 
 from __future__ import annotations
 
-from llm_validation.simulation.engine import ALLREDUCE, SEND, UPDATE, SimResult
+from llm_validation.simulation.engine import ALLREDUCE, FLUSH, SEND, UPDATE, SimResult, flush_steps
 from llm_validation.simulation.schedules import (
     BACKWARD,
     BACKWARD_INPUT,
     BACKWARD_WEIGHT,
     FORWARD,
     STEP,
+    SYNC_SCHEDULES,
 )
 
 _COST = {FORWARD: "forward", BACKWARD: "backward", BACKWARD_INPUT: "backward_input",
@@ -32,6 +33,14 @@ def assert_earliest_starts(result: SimResult) -> None:
             key += (s.start,)
         assert key not in spans, f"two spans for {key}"
         spans[key] = s
+    # clipping: step t waits for every device's weight gradients of batch t, plus the latency
+    clip_at: dict[int, float] = {}
+    for s in result.spans:
+        if s.kind in (BACKWARD, BACKWARD_WEIGHT):
+            clip_at[s.step] = max(clip_at.get(s.step, 0.0), s.end + costs.clip_latency)
+    steps = plan.optimizer_steps
+    flushes = flush_steps(steps, costs.flush_interval)
+    flush = costs.flush or (0.0,) * plan.stages
     arrivals = {(t.what, t.mb, t.vstage): t for t in result.transfers}
     assert len(arrivals) == len(result.transfers), "a message sent twice"
     link_free: dict[tuple[int, int], float] = {}
@@ -54,6 +63,8 @@ def assert_earliest_starts(result: SimResult) -> None:
             if a.kind == STEP:
                 ar = spans[(d, ALLREDUCE, -1, a.step)]
                 up = spans[(d, UPDATE, -1, a.step)]
+                if costs.clip:
+                    free = max(free, clip_at[a.step])
                 t0 = max(free, lane) if costs.overlap_allreduce else free
                 assert ar.start == t0 and ar.end == t0 + costs.allreduce[d]
                 assert up.start == ar.end and up.end == ar.end + costs.step[d]
@@ -62,6 +73,15 @@ def assert_earliest_starts(result: SimResult) -> None:
                     lane = up.end
                 else:
                     free = up.end
+                if a.step in flushes:      # the flush; the verdict from the last device
+                    fl = spans[(d, FLUSH, -1, a.step)]
+                    waits = d != plan.stages - 1 and (plan.schedule in SYNC_SCHEDULES
+                                                      or a.step == steps - 1)
+                    start = free
+                    if waits:
+                        start = max(free, spans[(plan.stages - 1, FLUSH, -1, a.step)].end)
+                    assert fl.start == start and fl.end == start + flush[d], (d, a, fl, start)
+                    free = fl.end
                 continue
             sp = spans[(d, a.kind, a.mb, a.chunk)]
             ready = [free]

@@ -140,7 +140,8 @@ _nonneg = st.floats(0.0, 2.0, allow_nan=False)
 def test_every_start_is_the_earliest_possible(schedule, P, extra, T, data, overlap_p2p,
                                               overlap_ar):
     M = P * (1 + extra % 2) if schedule == "interleaved-1f1b" else P + extra
-    plan = build_plan(schedule, P, M, T, chunks=2)
+    placement = data.draw(st.sampled_from(("backward", "forward")))
+    plan = build_plan(schedule, P, M, T, chunks=2, step_after=placement)
     K = plan.vstages
     vst = tuple(VStageCost(forward=data.draw(_pos), backward=data.draw(_pos),
                            backward_input=data.draw(_pos), backward_weight=data.draw(_pos))
@@ -149,5 +150,30 @@ def test_every_start_is_the_earliest_possible(schedule, P, extra, T, data, overl
         unit_costs(plan), vstages=vst, boundary=tuple(data.draw(_nonneg) for _ in range(K - 1)),
         step=tuple(data.draw(_nonneg) for _ in range(P)),
         allreduce=tuple(data.draw(_nonneg) for _ in range(P)), latency=data.draw(_nonneg),
-        overlap_p2p=overlap_p2p, overlap_allreduce=overlap_ar)
+        overlap_p2p=overlap_p2p, overlap_allreduce=overlap_ar,
+        flush=tuple(data.draw(_nonneg) for _ in range(P)),
+        flush_interval=data.draw(st.integers(1, 3)), clip=data.draw(st.booleans()),
+        clip_latency=data.draw(_nonneg))
     assert_earliest_starts(simulate(plan, costs))
+
+
+def test_steps_and_flushes_overlap_in_2bw_and_clipping_needs_the_forward_placement():
+    """Unit F and B, a step of 0.5 and a flush of 0.25 ticks on every device: one 2BW batch
+    costs 2M + 0.75 in steady state whatever P (the stages' steps overlap: nothing is held
+    back; 2M + 0.75 P would be the steps in series), 1F1B 2(M + P - 1) + 0.75. With clipping
+    the step after F((t+1)M + P - 1) keeps 2BW's cost, the step after the last backward waits
+    P - 1 ticks for stage 0's gradient."""
+    from llm_validation.simulation.summary import steady_step_time
+
+    for P, M in [(2, 2), (3, 3), (4, 8)]:
+        def costs(clip):
+            return lambda plan: dataclasses.replace(unit_costs(plan), step=(0.5,) * P,
+                                                    flush=(0.25,) * P, clip=clip)
+        for placement in ("backward", "forward"):
+            assert steady_step_time("2bw", P, M, 3, 2, costs(False),
+                                    step_after=placement) == 2 * M + 0.75
+        assert steady_step_time("2bw", P, M, 3, 2, costs(True), step_after="forward") \
+            == 2 * M + 0.75
+        assert steady_step_time("2bw", P, M, 3, 2, costs(True), step_after="backward") \
+            == 2 * M + 0.75 + (P - 1)
+        assert steady_step_time("1f1b", P, M, 3, 2, costs(False)) == 2 * (M + P - 1) + 0.75
