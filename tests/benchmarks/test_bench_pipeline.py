@@ -20,7 +20,8 @@ def test_bench_pipeline_smoke(tmp_path, capsys, monkeypatch):
     code = bench.main(["--json", "--preset", "tiny", "--stages", "2", "--microbatches", "P",
                        "--micro-batch", "1", "--seq-len", "8", "--steps", "4", "--warmup", "1",
                        "--repeats", "1", "--data", small_corpus(tmp_path),
-                       "--data-parallel", "1", "2", "--out", str(tmp_path / "runs")])
+                       "--data-parallel", "1", "2", "--log-intervals", "1",
+                       "--out", str(tmp_path / "runs")])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     row, dp_row = report["results"]
