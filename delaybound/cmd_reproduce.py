@@ -227,7 +227,8 @@ def _reproduce(args: argparse.Namespace) -> int:
         import torch
         if not torch.cuda.is_available():
             raise ValueError("--device cuda: no CUDA device is available here")
-    from llm_validation.claims.ledger import FIGURES_DIR, RUNS_DIR, assemble, write_ledger
+    from llm_validation.claims.ledger import (FIGURES_DIR, RUNS_DIR, analyse_ledger, assemble,
+                                              write_ledger)
     from llm_validation.claims.plan import execute
     from llm_validation.claims.stages import extension_seeds, lr_stage, within_budget
     threads = _threads(args)
@@ -257,11 +258,11 @@ def _reproduce(args: argparse.Namespace) -> int:
     if not args.quiet:
         print("[reproduce] stage 2/3: the claims' runs", file=sys.stderr, flush=True)
     summary = train(plan)
-    results = assemble(plan, args.out, policy=policy)
     # the seeds policy is per check (each check's look at 97.5%, as the protocol states): which
     # claims get extra seeds is read off the per-check decisions, not the family's
-    per_check = assemble(plan, args.out, figures=False, policy=policy, family=False)
-    exts = [] if plan.quick else extension_seeds(per_check, policy, len(plan.seeds))
+    analysed = analyse_ledger(plan, args.out, policy)
+    results = assemble(plan, args.out, policy=policy, analysed=analysed)
+    exts = [] if plan.quick else extension_seeds(analysed[0], policy, len(plan.seeds))
     base = plan
     exts = within_budget(exts, base, lambda chosen: _plan(
         args, measure=False, scale=scale, cost_model=base.cost_model, claim_seeds=chosen),

@@ -36,7 +36,8 @@ from llm_validation.claims.statements import CLAIM_RULE, PAPER, THEORY
 from llm_validation.rundir import write_json
 from llm_validation.validation.power import MAX_SEEDS
 
-__all__ = ["RUNS_DIR", "FIGURES_DIR", "assemble", "write_ledger", "GAP_DEFINITION"]
+__all__ = ["RUNS_DIR", "FIGURES_DIR", "analyse_ledger", "assemble", "write_ledger",
+           "GAP_DEFINITION"]
 
 RUNS_DIR = "runs"
 FIGURES_DIR = "figures"
@@ -45,23 +46,32 @@ GAP_DEFINITION = ("gap = final validation loss (at the final weights, same fixed
                   "condition and seed; intervals are 95% over seeds")
 
 
-def assemble(plan: Plan, out: str | Path, figures: bool = True,
-             policy: SeedPolicy | None = DEFAULT_POLICY, family: bool = True
-             ) -> list[ClaimResult]:
-    """Analyse every claim of ``plan`` on ``<out>/runs`` and draw its figure. Each claim's
-    checks decide at the seeds ``policy``'s level for the look its seed count is at
-    (:meth:`~llm_validation.claims.sequential.SeedPolicy.level_at`; None: 95%, one look),
-    then the whole ledger under family-wise control
-    (:func:`~llm_validation.claims.decisions.decide_ledger`: Holm at 5% over the paper's
-    leaves, the per-check and BH statuses kept beside; ``family=False``: each check at its own
-    level only)."""
-    out = Path(out)
+def analyse_ledger(plan: Plan, out: str | Path, policy: SeedPolicy | None = DEFAULT_POLICY
+                   ) -> tuple[list[ClaimResult], list[ClaimData]]:
+    """Every claim of ``plan`` analysed on ``<out>/runs``, each check decided at the seeds
+    ``policy``'s level for the look its seed count is at
+    (:meth:`~llm_validation.claims.sequential.SeedPolicy.level_at`; None: 95%, one look): the
+    per-check results (what the seeds policy reads) and the claims' data."""
     results, datas = [], []
     for claim in plan.claims:
-        data = ClaimData(claim, plan, out / RUNS_DIR)
+        data = ClaimData(claim, plan, Path(out) / RUNS_DIR)
         level = policy.level_at(len(data.seeds)) if policy is not None else None
         results.append(analyse(claim, data, level))
         datas.append(data)
+    return results, datas
+
+
+def assemble(plan: Plan, out: str | Path, figures: bool = True,
+             policy: SeedPolicy | None = DEFAULT_POLICY, family: bool = True,
+             analysed: tuple[list[ClaimResult], list[ClaimData]] | None = None
+             ) -> list[ClaimResult]:
+    """The ledger's results: :func:`analyse_ledger` (or ``analysed``, its output, so that a
+    caller that read the per-check results does not analyse twice), then the whole ledger
+    under family-wise control (:func:`~llm_validation.claims.decisions.decide_ledger`: Holm at
+    5% over the paper's leaves, the per-check and BH statuses kept beside; ``family=False``:
+    each check at its own level only), then each claim's figure."""
+    out = Path(out)
+    results, datas = analysed or analyse_ledger(plan, out, policy)
     if family and not plan.quick:         # quick ledgers are all inconclusive: no family
         looks = looks_factor(policy) if policy is not None else 1.0
         results, _ = decide_ledger(results, looks=looks)

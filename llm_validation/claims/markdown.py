@@ -17,6 +17,7 @@ from llm_validation.claims.armtable import SCALE_FREE
 from llm_validation.claims.checks import Check, level_of
 from llm_validation.claims.claim import Claim
 from llm_validation.claims.decisions import ClaimResult, StatementResult
+from llm_validation.claims.family import leaves as family_leaves
 from llm_validation.claims.plan import ExecutionSummary, Plan
 from llm_validation.claims.statements import CLAIM_RULE, PAPER, THEORY
 from llm_validation.validation.inference import Interval, level_text
@@ -64,16 +65,12 @@ def counts_by_rule(results: Sequence[ClaimResult], claims: Sequence[Claim],
             for rule in rules}
 
 
-def _leaves(c: Check) -> list[Check]:
-    return [x for p in c.parts for x in _leaves(p)] if c.parts else [c]
-
-
 def family_info(results: Sequence[ClaimResult]) -> dict[str, Any]:
     """Per section: the family's size (leaves with a p-value), its method and level, and the
     leaves left outside it (read from the leaves' params)."""
     out = {}
     for section in (PAPER, THEORY):
-        leaves = [x for r in results for s in r.of(section) for x in _leaves(s.check)]
+        leaves = [x for r in results for s in r.of(section) for x in family_leaves(s.check)]
         inside = [x for x in leaves if "p_raw" in x.params]
         alpha = inside[0].params.get("alpha") if inside else None
         out[section] = {"method": "holm", "alpha": alpha, "family_size": len(inside),
