@@ -191,13 +191,16 @@ def _size_ladder(args: argparse.Namespace) -> int:
     if not os.path.isdir(root):
         raise ValueError(f"--size-ladder {root}: not a folder (it holds one ledger folder per "
                          "size: n46k, n113k, n267k)")
-    doc = assemble_size_ladder(root)
+    doc = assemble_size_ladder(root, tiny=args.tiny)
     if args.json:
         print_json(doc)
     else:
         for c in doc["checks"]:
             print(f"{c['status'].upper():12s} {c['label']}")
         print(f"size ladder: {os.path.join(root, 'size_ladder.md')}")
+        if args.tiny:
+            print("\n".join(doc["regime"]))
+            print(f"regime table: {os.path.join(root, 'regime.md')}")
     return 0
 
 
@@ -319,6 +322,10 @@ def register(subparsers: Any) -> None:
       help="fit the size ladder across the 20:1 ledgers ROOT/n46k, ROOT/n113k, ROOT/n267k "
            "(trained by --scale S --out ROOT/S): size exponents, the extrapolation to "
            "SmolLM-135M/360M and its agreement with the paper; writes ROOT/size_ladder.md")
+    a("--tiny", metavar="DIR",
+      help="with --size-ladder: the tiny ledger's folder (e.g. docs/claims_tiny); also writes "
+           "ROOT/regime.md, per claim the verdict at 0.2 tokens per parameter, at each 20:1 "
+           "size and the size trend")
     a("--assemble-only", action="store_true",
       help="re-assemble the ledger in OUT from its finished runs, training nothing (its "
            "lr_sweep.json's lrs, the seeds its recorded stage 3 chose)")

@@ -34,6 +34,7 @@ from llm_validation.claims.data import ClaimData
 from llm_validation.claims.lr_sweep import read_sweep
 from llm_validation.claims.plan import build_plan
 from llm_validation.claims.protocol import FAMILY_ALPHA
+from llm_validation.claims.regime_table import read_ledger, regime_markdown, regime_rows
 from llm_validation.claims.registry import CLAIMS, SIZE_LADDER_SEEDS
 from llm_validation.claims.scales import SIZE_LADDER, Scale
 from llm_validation.claims.size_ladder import (ARMS, SizeLadderData, agreement_checks,
@@ -42,7 +43,7 @@ from llm_validation.claims.size_ladder_report import draw_size_ladder, size_ladd
 from llm_validation.config import preset
 from llm_validation.rundir import write_json
 
-__all__ = ["read_size_ladder", "assemble_size_ladder", "AGREEMENT_LEVEL"]
+__all__ = ["read_size_ladder", "assemble_size_ladder", "write_regime_table", "AGREEMENT_LEVEL"]
 
 #: Two agreement checks, Bonferroni at the protocol's family-wise 5%.
 AGREEMENT_LEVEL = 1.0 - FAMILY_ALPHA / 2
@@ -87,9 +88,38 @@ def read_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER
     return data, notes
 
 
-def assemble_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER
-                         ) -> dict[str, Any]:
-    """Fit, decide, draw and write the size ladder of the ledgers under ``root``."""
+def write_regime_table(root: str | Path, tiny: str | Path, ladder: dict[str, Any] | None,
+                       scales: Sequence[Scale] = SIZE_LADDER) -> list[str]:
+    """Write ``root/regime.md``: per claim the tiny ledger's verdict (``tiny``: its folder or
+    claims.json), each size's and the size trend (:mod:`llm_validation.claims.regime_table`).
+    Returns the table's lines."""
+    root = Path(root)
+    tiny_doc = read_ledger(tiny)
+    if tiny_doc is None:
+        raise ValueError(f"--tiny {tiny}: no claims.json there (the tiny ledger's folder, "
+                         "e.g. docs/claims_tiny)")
+    sizes = {s.name: read_ledger(root / s.name) for s in scales}
+    columns = {"tiny": "tiny, 0.2 tokens/param"}
+    columns.update({s.name: f"{s.name}, 20:1" + (" (all claims)" if "all" in s.claims else "")
+                    for s in scales})
+    table = regime_markdown(regime_rows(tiny_doc, sizes, ladder), columns)
+    lines = ["# How the verdicts move with the regime", "",
+             "Per claim, the verdict of each ledger under its committed protocol: the tiny "
+             "ledger (~1M parameters, 0.2 tokens per parameter: the early-training record), each "
+             "size of the ladder at 20 tokens per parameter (the smallest runs every claim, the "
+             "larger ones the headline claims; a larger size's cell for claims 1 and 2 is the "
+             "size-ladder statement with the same sentence, 19a and 19b), and the size trend "
+             "(the agreement checks of `size_ladder.md`, extrapolated to SmolLM-135M, or the "
+             "per-size verdicts). '-': the ledger did not run the claim; 'not run': no ledger "
+             "for that size yet.", "", *table]
+    (root / "regime.md").write_text("\n".join(lines) + "\n")
+    return table
+
+
+def assemble_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER,
+                         tiny: str | Path | None = None) -> dict[str, Any]:
+    """Fit, decide, draw and write the size ladder of the ledgers under ``root``; with
+    ``tiny`` (the tiny ledger's folder) also the regime table ``root/regime.md``."""
     root = Path(root)
     data, notes = read_size_ladder(root, scales)
     fits = size_fits(data)
@@ -111,5 +141,7 @@ def assemble_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER
            "measured": {k: (v.to_dict() if hasattr(v, "to_dict") else v)
                         for k, v in measured.items()},
            "missing": notes, "level": AGREEMENT_LEVEL}
+    if tiny is not None:
+        doc["regime"] = write_regime_table(root, tiny, doc, scales)
     write_json(root / "size_ladder.json", doc)
     return doc
