@@ -69,8 +69,12 @@ def _decades(ax) -> None:
 
 
 def _panel(ax, data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
-           quantity: str) -> None:
+           quantity: str) -> tuple[list[float], list[float]]:
+    """Draw one quantity; returns (the drawn values the y range must show: points, means and
+    extrapolated estimates; the interval ends of the extrapolations), in %."""
     arms = data.arms
+    core: list[float] = []
+    ends: list[float] = []
     for k, arm in enumerate(arms):
         opt, mode = arm.split("/", 1)
         color = _COLORS.get(opt, "k")
@@ -81,6 +85,7 @@ def _panel(ax, data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
             continue
         pts = [(n, v) for n, by in values.items() for v in by.values()
                if math.isfinite(v) and v > 0]
+        core += [100 * v for _, v in pts]
         ax.scatter([n / 1e6 * jitter for n, _ in pts], [100 * v for _, v in pts], s=9,
                    color=color, alpha=0.45, marker=marker, linewidths=0)
         means = [(n, _mean(values[n])) for n in sorted(values)]
@@ -106,9 +111,30 @@ def _panel(ax, data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
             iv = e.interval
             lo = iv.lo if iv.bounded and iv.lo > 0 else iv.estimate
             hi = iv.hi if iv.bounded else iv.estimate
+            core.append(100 * iv.estimate)
+            ends += [100 * lo, 100 * hi]
             ax.errorbar([e.n_params / 1e6 * jitter], [100 * iv.estimate],
                         yerr=[[100 * (iv.estimate - lo)], [100 * (hi - iv.estimate)]],
                         fmt=marker, mfc="none", color=color, capsize=3, ms=5, lw=1)
+    return core, ends
+
+
+#: Decades of margin around the drawn values; an extrapolated interval reaching further is
+#: clipped at the frame (its ends are in size_ladder.md), so a wide interval does not squash
+#: the measured sizes into a sliver of the panel.
+_MARGIN_DECADES = 1.0
+
+
+def _y_range(ax, core: list[float], ends: list[float], refs: list[float]) -> bool:
+    """Set the y range to the drawn values +- :data:`_MARGIN_DECADES`; True when an
+    extrapolated interval is clipped."""
+    vals = [v for v in core + refs if v > 0 and math.isfinite(v)]
+    if not vals:
+        return False
+    lo = min(vals) / 10 ** _MARGIN_DECADES
+    hi = max(vals) * 10 ** _MARGIN_DECADES
+    ax.set_ylim(lo, hi)
+    return any(e < lo or e > hi for e in ends if math.isfinite(e))
 
 
 def size_ladder_axes(axes, data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
@@ -121,7 +147,7 @@ def size_ladder_axes(axes, data: SizeLadderData, fits: Mapping[str, Mapping[str,
     top = max(data.sizes) / 1e6
     right = max(targets.values()) / 1e6
     for ax, q in zip(axes, QUANTITIES):
-        _panel(ax, data, fits, q)
+        core, ends = _panel(ax, data, fits, q)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(min(data.sizes) / 1e6 / 1.6, right * 1.8)
@@ -129,6 +155,9 @@ def size_ladder_axes(axes, data: SizeLadderData, fits: Mapping[str, Mapping[str,
         ax.text(math.sqrt(top * 1.3 * right), 1.0, "extrapolation\n(power law in N assumed)",
                 transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=8,
                 color="0.35")
+        refs = ([100 * regime.PAPER_GAP_FRACTION] if q == "gap_fraction"
+                else [100 * lag, 100 * tolerance * lag])
+        clipped = _y_range(ax, core, ends, refs)
         if q == "gap_fraction":
             # descriptive only: the 7.8-nat decrease behind it is a guess, so the protocol's
             # threshold is the lag (right panel); the line is labelled as the estimate it is
@@ -144,8 +173,11 @@ def size_ladder_axes(axes, data: SizeLadderData, fits: Mapping[str, Mapping[str,
                              f"({100 * tolerance * lag:.3g}%)")
         handles, labels = ax.get_legend_handles_labels()
         handles.append(Line2D([], [], color="0.3", ls=":", marker="o", mfc="none"))
-        labels.append(f"dotted: extrapolation, 95% interval at {' / '.join(targets)}")
-        ax.legend(handles, labels, fontsize=7, loc="lower left", framealpha=0.9)
+        labels.append(f"dotted: extrapolation, 95% interval at {' / '.join(targets)}"
+                      + (" (clipped at the frame)" if clipped else ""))
+        # under the panel: inside it would cover the extrapolated lines
+        ax.legend(handles, labels, fontsize=7.5, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.13), framealpha=0.9)
         xt = [n / 1e6 for n in data.sizes] + [n / 1e6 for n in targets.values()]
         plain_ticks(ax.xaxis, xt, fmt="{:.3g}")
         _decades(ax)
@@ -164,7 +196,7 @@ def draw_size_ladder(data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeF
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(13.0, 5.6))
+    fig, axes = plt.subplots(1, 2, figsize=(13.0, 7.0))
     size_ladder_axes(axes, data, fits, paper_lag=paper_lag, tolerance=tolerance)
     fig.suptitle(f"Size ladder at {data.tokens_per_param:g} tokens per parameter "
                  "(points: seeds; lines: mean over seeds)", fontsize=11)

@@ -74,3 +74,16 @@ def test_list_json_shows_the_20tpp_scales_and_the_size_ladder_claim_with_costs(c
         ladder = next(c for c in doc["claims"] if c["id"] == "size-ladder")
         assert ladder["runs_needed"] > 0 and ladder["estimated_process_s"] > 0
         assert doc["estimated_process_s"] > 0
+
+
+def test_the_y_range_shows_the_drawn_values_and_clips_a_wider_extrapolation():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from llm_validation.claims.size_ladder_report import _MARGIN_DECADES, _y_range
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    assert _y_range(ax, [1.0, 10.0], [0.5, 20.0], [3.0]) is False
+    assert ax.get_ylim() == (1.0 / 10 ** _MARGIN_DECADES, 10.0 * 10 ** _MARGIN_DECADES)
+    assert _y_range(ax, [1.0, 10.0], [1e-6, 20.0], []) is True     # the low end is clipped
+    plt.close(fig)
