@@ -27,14 +27,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from llm_validation.claims.registry import CLAIMS
+from llm_validation.claims.size_ladder import AGREEMENT_RULES, AGREEMENT_TARGET
+
 __all__ = ["LADDER_STATEMENT", "TREND_CHECKS", "RegimeRow", "claim_statuses", "regime_rows",
            "regime_markdown", "read_ledger"]
 
+#: The size-ladder claim's registry number.
+_LADDER = CLAIMS["size-ladder"].number
 #: Claims whose sentence the size-ladder claim (19) repeats at every size: claim -> statement.
-LADDER_STATEMENT: dict[int, str] = {1: "19a", 2: "19b"}
-#: Claims whose size trend is an agreement check of ``size_ladder.json`` (by label prefix).
+LADDER_STATEMENT: dict[int, str] = {1: f"{_LADDER}a", 2: f"{_LADDER}b"}
+#: Claims whose size trend is an agreement check of ``size_ladder.json`` (by the key of its
+#: :data:`~llm_validation.claims.size_ladder.AGREEMENT_RULES` rule, its label's prefix).
 TREND_CHECKS: dict[int, tuple[str, ...]] = {1: ("adamw-over-muon",),
-                                            19: ("muon-within-0.01", "adamw-over-muon")}
+                                            _LADDER: tuple(r.key for r in AGREEMENT_RULES)}
 _NOT_RUN = "not run"
 
 
@@ -81,8 +87,9 @@ def _cell(number: int, statuses: Mapping[int, tuple[str, dict[str, str]]] | None
     if number in statuses:
         return statuses[number][0]
     sid = LADDER_STATEMENT.get(number)
-    if sid is not None and 19 in statuses and sid in statuses[19][1]:
-        return f"{statuses[19][1][sid]} ({sid})"
+    ladder = statuses.get(_LADDER, ("", {}))[1]
+    if sid is not None and sid in ladder:
+        return f"{ladder[sid]} ({sid})"
     return "-"
 
 
@@ -92,7 +99,7 @@ def _trend(number: int, size_cells: Mapping[str, str], ladder: Mapping[str, Any]
         parts = [f"{c['label'].split(':')[0]}: {c['status']}" for c in ladder.get("checks", ())
                  if c["label"].startswith(prefixes)]
         if parts:
-            return "; ".join(parts) + " (extrapolated to SmolLM-135M)"
+            return "; ".join(parts) + f" (extrapolated to {AGREEMENT_TARGET})"
     decided = {k: v for k, v in size_cells.items() if v not in ("-", _NOT_RUN)}
     if len(decided) < 2:
         return "-"
@@ -115,10 +122,9 @@ def regime_rows(tiny: Mapping[str, Any], sizes: Mapping[str, Mapping[str, Any] |
     size_st = {k: (claim_statuses(d) if d is not None else None) for k, d in sizes.items()}
     rows = []
     for n in sorted(wording):
-        cells = {"tiny": _cell(n, tiny_st)} if n in tiny_st else {"tiny": "-"}
         size_cells = {k: _cell(n, st) for k, st in size_st.items()}
         rows.append(RegimeRow(number=n, claim_id=wording[n][0], wording=wording[n][1],
-                              cells={**cells, **size_cells},
+                              cells={"tiny": _cell(n, tiny_st), **size_cells},
                               trend=_trend(n, size_cells, ladder)))
     return rows
 
@@ -135,6 +141,7 @@ def regime_markdown(rows: Sequence[RegimeRow], columns: Mapping[str, str]) -> li
     lines = [head, "|" + "---|" * (len(columns) + 2)]
     for r in rows:
         cells = " | ".join(_bold(r.cells.get(k, "-")) for k in columns)
-        first = r.wording.split(". ")[0].rstrip(".")
-        lines.append(f"| {r.number} {r.claim_id}: {first}. | {cells} | {r.trend} |")
+        first = r.wording.split(". ")[0]
+        first += "" if first.endswith((".", "?", "!")) else "."
+        lines.append(f"| {r.number} {r.claim_id}: {first} | {cells} | {r.trend} |")
     return lines
