@@ -180,15 +180,18 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The advice (module docstring) from the pilot's ``runs`` and the simulator's ``table``
     (:func:`~llm_validation.advice.throughput.schedule_table`). ``ValueError`` for a pilot
-    without the runs it needs or a horizon shorter than the pilot's."""
+    without the runs it needs or a horizon shorter than every horizon the pilot measured (the
+    laws are fitted over the pilot's horizons: inside their range they interpolate, above it they
+    extrapolate, below it advise does not go)."""
     ref = sync_curve(runs, spec.optimizer)
     all_pairs = pairs(runs)
     per_step = table[REFERENCE]["tokens_per_step"]
     S = spec.tokens / per_step
-    pilot_T = max([ref.horizon] + [p.horizon for p in all_pairs if p.optimizer == spec.optimizer])
-    if S < pilot_T:
+    horizons = [ref.horizon] + [p.horizon for p in all_pairs if p.optimizer == spec.optimizer]
+    pilot_T = max(horizons)
+    if S < min(horizons):
         raise ValueError(f"--tokens {spec.tokens:g} is {S:.0f} steps of {per_step} tokens, "
-                         f"shorter than the pilot's {pilot_T}-step horizon")
+                         f"shorter than the pilot's shortest horizon ({min(horizons)} steps)")
     if progress is not None:
         progress("choosing the transfer law on held-out sizes and horizons")
     scores = score_laws(all_pairs)

@@ -277,12 +277,19 @@ class SyncReference:
 
 
 def sync_curve(runs: Sequence[PilotRun], optimizer: str) -> SyncReference:
-    """The reference synchronous curve of ``optimizer``: among its plain sync runs of the longest
-    horizon, those at the most common learning rate and batch, averaged over seeds on their
-    common evaluation steps; ``ValueError`` when there is no such run."""
+    """The reference synchronous curve of ``optimizer``: among its plain sync runs at the largest
+    model size of the pilot (the size closest to the user's; every run when no size is known),
+    those of the longest horizon at the most common learning rate and batch, averaged over seeds
+    on their common evaluation steps; ``ValueError`` when there is no such run.
+
+    The size comes first: a pilot pooled from a size ladder has its longest horizons at its
+    smallest model (the cheap one), whose curve shape is the furthest from the user's."""
     sync = [r for r in runs if r.optimizer == optimizer and r.mode == "sync" and r.plain]
     if not sync:
         raise ValueError(f"the pilot has no finished synchronous run of {optimizer!r}")
+    sizes = [r.n_params for r in sync if r.n_params is not None]
+    if sizes:
+        sync = [r for r in sync if r.n_params == max(sizes)]
     T = max(r.steps for r in sync)
     sync = [r for r in sync if r.steps == T]
     keys = [(r.lr, r.batch_size) for r in sync]

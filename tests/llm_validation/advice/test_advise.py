@@ -52,7 +52,7 @@ def test_bad_input(tmp_path):
         AdviseSpec(optimizer="rmsprop", stages=8, microbatches=8, tokens=1e6)
     with pytest.raises(ValueError, match="--stages"):
         AdviseSpec(optimizer="muon", stages=1, microbatches=8, tokens=1e6)
-    with pytest.raises(ValueError, match="shorter than the pilot"):
+    with pytest.raises(ValueError, match="shorter than the pilot's shortest horizon"):
         advise(AdviseSpec(optimizer="muon", stages=8, microbatches=8, tokens=1e5), runs, _table())
     with pytest.raises(ValueError, match="no finished synchronous run of 'adamw'"):
         advise(AdviseSpec(optimizer="adamw", stages=8, microbatches=8, tokens=1e6), runs,
@@ -61,3 +61,16 @@ def test_bad_input(tmp_path):
     with pytest.raises(ValueError, match="no 2BW/sync pair"):
         advise(AdviseSpec(optimizer="muon", stages=8, microbatches=8, tokens=1e6), sync_only,
                _table())
+
+
+def test_a_horizon_inside_the_pilots_range_is_interpolated(tmp_path):
+    # pairs at 200 and 800 steps: a 500-step target lies inside the fitted range (advised, the
+    # gap fraction between the two measured ones), a 100-step one below it (refused)
+    recs = [pair_records(opt="muon", T=T, seed=s, g=g) for T, g in ((200, 0.2), (800, 0.05))
+            for s in range(3)]
+    runs = runs_from_claims(write_ledger(tmp_path, recs) / "claims.json")
+    r = advise(AdviseSpec(optimizer="muon", stages=8, microbatches=8, tokens=5e5), runs, _table())
+    assert r["target_steps"] == 500
+    assert 0.05 < r["delay_cost"]["2bw"]["gap_fraction"]["estimate"] < 0.2
+    with pytest.raises(ValueError, match=r"shortest horizon \(200 steps\)"):
+        advise(AdviseSpec(optimizer="muon", stages=8, microbatches=8, tokens=1e5), runs, _table())

@@ -38,6 +38,17 @@ def test_ledger_table_pairs_and_lag(tmp_path):
     assert load_pilot(ledger=tmp_path)[0].name == runs[0].name
 
 
+def test_reference_curve_is_the_largest_size(tmp_path):
+    # a size ladder's longest horizon is at its smallest model (the 8x horizon runs are cheap
+    # there); the reference is the largest size's curve, whatever the horizons
+    recs = [pair_records(opt="muon", T=800, seed=s, g=0.1, n_params=1000) for s in range(2)]
+    recs += [pair_records(opt="muon", T=300, seed=s, g=0.1, n_params=8000) for s in range(2)]
+    recs += [pair_records(opt="muon", T=200, seed=s, g=0.1, n_params=8000) for s in range(2)]
+    ref = sync_curve(runs_from_claims(write_ledger(tmp_path, recs) / "claims.json"), "muon")
+    assert ref.horizon == 300 and {r.n_params for r in ref.runs} == {8000}
+    assert len(ref.runs) == 2
+
+
 def test_ledger_without_table_or_with_bad_record(tmp_path):
     (tmp_path / "claims.json").write_text(json.dumps({"claims": []}))
     with pytest.raises(ValueError, match="per-run table"):
