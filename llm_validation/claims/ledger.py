@@ -33,11 +33,11 @@ from llm_validation.claims.plan import ExecutionSummary, Plan
 from llm_validation.claims.scales import LR_REASON
 from llm_validation.claims.runtable import run_table
 from llm_validation.claims.statements import CLAIM_RULE, PAPER, THEORY
-from llm_validation.rundir import write_json
+from llm_validation.rundir import read_json, write_json
 from llm_validation.validation.power import MAX_SEEDS
 
 __all__ = ["RUNS_DIR", "FIGURES_DIR", "analyse_ledger", "assemble", "write_ledger",
-           "GAP_DEFINITION"]
+           "measured_cost", "GAP_DEFINITION"]
 
 RUNS_DIR = "runs"
 FIGURES_DIR = "figures"
@@ -89,9 +89,28 @@ def _settings(plan: Plan) -> dict[str, Any]:
             "learning_rates": dict(plan.scale.lrs), "learning_rate_reason": LR_REASON}
 
 
-def _budget(plan: Plan, summary: ExecutionSummary | None) -> dict[str, Any]:
+def measured_cost(runs_dir: str | Path) -> dict[str, Any]:
+    """What the ledger's finished runs cost, measured: ``runs`` (finished run directories under
+    ``runs_dir``: lr sweep, claims and extra seeds alike) and ``process_s``, the sum of their
+    recorded wall times (``summary.json``'s ``wall_time_s``). A resumed run records its last
+    invocation only, so the sum is a lower bound; runs of a loaded machine count as they ran."""
+    n, total = 0, 0.0
+    for f in sorted(Path(runs_dir).glob("*/summary.json")):
+        try:
+            summ = read_json(f)
+        except ValueError:
+            continue                              # a run killed while writing it: unfinished
+        if summ.get("status") in ("completed", "diverged"):
+            n += 1
+            total += float(summ.get("wall_time_s") or 0.0)
+    return {"runs": n, "process_s": round(total, 1),
+            "note": "sum of the finished runs' recorded wall times (lr sweep included); a "
+                    "resumed run counts its last invocation only: a lower bound"}
+
+
+def _budget(plan: Plan, summary: ExecutionSummary | None, out: Path) -> dict[str, Any]:
     b = {"distinct_runs": len(plan.runs), "available_runs": len(plan.available()),
-         "estimated_process_s": round(plan.cost(), 1)}
+         "estimated_process_s": round(plan.cost(), 1), "measured": measured_cost(out / RUNS_DIR)}
     if summary is not None:
         b.update(summary.to_dict())
     return b
@@ -155,7 +174,7 @@ def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
                        "result": res.to_dict()})
     datas = [ClaimData(c, plan, out / RUNS_DIR) for c in plan.claims]
     doc = {"settings": {**_settings(plan), "protocol": dict(protocol or {})},
-           "budget": _budget(plan, summary),
+           "budget": _budget(plan, summary, out),
            "gap_definition": GAP_DEFINITION, "claim_rule": CLAIM_RULE,
            "counts": counts(results, plan.claims),
            "counts_by_rule": counts_by_rule(results, plan.claims),
@@ -164,7 +183,7 @@ def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
            "theory_claims": [c.id for c in plan.claims if c.section == THEORY],
            "claims": claims, "runs": run_table(datas), "stages": stages}
     write_json(out / "claims.json", doc)
-    md = render_markdown(plan, results, summary)
+    md = render_markdown(plan, results, summary, measured=doc["budget"]["measured"])
     re = (protocol or {}).get("reanalysis")
     if protocol:
         head = (f"Protocol `{str(protocol.get('digest'))[:12]}` (`protocol.json`, written at "

@@ -11,7 +11,7 @@ then "the project's theory on the same runs" (every theory statement, claim 17 i
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from llm_validation.claims.armtable import SCALE_FREE
 from llm_validation.claims.checks import Check, level_of
@@ -196,7 +196,12 @@ def _headline(results: Sequence[ClaimResult], claims: Sequence[Claim], n: int) -
 
 
 def render_markdown(plan: Plan, results: Sequence[ClaimResult],
-                    summary: ExecutionSummary | None = None) -> str:
+                    summary: ExecutionSummary | None = None,
+                    measured: Mapping[str, Any] | None = None) -> str:
+    """``claims.md``: the header (scale, headline counts under each rule, the run budget with
+    ``summary``'s trained/reused counts and the ``measured`` cost,
+    :func:`~llm_validation.claims.ledger.measured_cost`), the claims table, one section per
+    claim and the theory's section."""
     claims, s = plan.claims, plan.scale
     paper = [(c, r) for c, r in zip(claims, results) if c.section == PAPER]
     quick = (" **QUICK ledger: shortened runs, not evidence; every status is inconclusive "
@@ -212,6 +217,10 @@ def render_markdown(plan: Plan, results: Sequence[ClaimResult],
              f"Claim rule: {CLAIM_RULE}.", "",
              f"Runs: {len(plan.runs)} distinct (claims share runs), estimated "
              f"{plan.cost() / 60:.0f} process-minutes"
+             + (f", measured {measured['process_s'] / 60:.0f} over the {measured['runs']} "
+                "finished runs with the lr sweep (the sum of their recorded wall times; a "
+                "resumed run counts its last invocation only)" if measured and measured["runs"]
+                else "")
              + (f"; this invocation trained {summary.ran}, reused {summary.reused}, "
                 f"{summary.unavailable} unavailable, {len(summary.errors)} errors"
                 if summary else "") + ".", "", HOW_TO_READ, "",

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from llm_validation.claims.checks import KINDS, recheck
-from llm_validation.claims.ledger import RUNS_DIR, assemble, write_ledger
+from llm_validation.claims.ledger import RUNS_DIR, assemble, measured_cost, write_ledger
 from llm_validation.claims.plan import build_plan, execute
 from llm_validation.claims.registry import get_claims
 from llm_validation.claims.scales import get_scale
@@ -72,6 +72,32 @@ def test_claims_json_and_markdown(tmp_path):
         assert (tmp_path / r.plot).is_file() and f"]({r.plot})" in md
     assert "# The project's theory on the same runs" in md and "why this grid:" in md
     assert "lag (steps)" in md and "Claim rule:" in md
+
+
+def test_the_measured_cost_sums_the_finished_runs_wall_times(tmp_path):
+    runs = tmp_path / RUNS_DIR
+    for name, status, wall in (("a", "completed", 30.0), ("b", "diverged", 12.5),
+                               ("c", "running", 1000.0), ("d", "error", 7.0)):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "summary.json").write_text(json.dumps({"status": status,
+                                                              "wall_time_s": wall}))
+    (runs / "e").mkdir()
+    (runs / "e" / "summary.json").write_text('{"status": "compl')     # killed mid-write
+    (runs / "f").mkdir()                                               # never finished
+    m = measured_cost(runs)
+    assert (m["runs"], m["process_s"]) == (2, 42.5) and "lower bound" in m["note"]
+    assert measured_cost(tmp_path / "nowhere")["runs"] == 0
+    # in the ledger: claims.json's budget and claims.md's run line
+    plan = _ledger(tmp_path, which="pass")
+    for r in sorted(p for p in runs.iterdir() if p.name not in set("abcdef")):
+        summ = json.loads((r / "summary.json").read_text())
+        (r / "summary.json").write_text(json.dumps({**summ, "wall_time_s": 60.0}))
+    doc = write_ledger(plan, assemble(plan, tmp_path, figures=False), tmp_path)
+    n = doc["budget"]["measured"]["runs"]
+    assert n == len(plan.runs) + 2
+    assert doc["budget"]["measured"]["process_s"] == pytest.approx(60.0 * (n - 2) + 42.5)
+    minutes = round((60.0 * (n - 2) + 42.5) / 60)
+    assert f"measured {minutes} over the {n} finished runs" in (tmp_path / "claims.md").read_text()
 
 
 def test_every_check_kind_is_recomputed_from_claims_json_alone(tmp_path):
