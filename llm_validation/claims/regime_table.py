@@ -112,6 +112,8 @@ def regime_rows(tiny: Mapping[str, Any], sizes: Mapping[str, Mapping[str, Any] |
 
     ``sizes`` maps a column name (``"n46k"``, ...; smallest first) to that size's
     ``claims.json`` (None: not run yet); ``ladder`` is ``size_ladder.json`` when there is one.
+    While a size is not run, every trend is labelled ``preliminary`` with the sizes it lacks
+    (a trend over part of the ladder is not the ladder's).
     """
     docs = [tiny, *(d for d in sizes.values() if d is not None)]
     wording: dict[int, tuple[str, str]] = {}
@@ -120,12 +122,15 @@ def regime_rows(tiny: Mapping[str, Any], sizes: Mapping[str, Mapping[str, Any] |
             wording.setdefault(int(c["number"]), (c["id"], c["wording"]))
     tiny_st = claim_statuses(tiny)
     size_st = {k: (claim_statuses(d) if d is not None else None) for k, d in sizes.items()}
+    missing = [k for k, d in sizes.items() if d is None]
     rows = []
     for n in sorted(wording):
         size_cells = {k: _cell(n, st) for k, st in size_st.items()}
+        trend = _trend(n, size_cells, ladder)
+        if missing and trend != "-":
+            trend = f"preliminary ({', '.join(missing)} not run): {trend}"
         rows.append(RegimeRow(number=n, claim_id=wording[n][0], wording=wording[n][1],
-                              cells={"tiny": _cell(n, tiny_st), **size_cells},
-                              trend=_trend(n, size_cells, ladder)))
+                              cells={"tiny": _cell(n, tiny_st), **size_cells}, trend=trend))
     return rows
 
 

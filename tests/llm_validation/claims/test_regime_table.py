@@ -37,16 +37,19 @@ def test_cells_read_each_ledger_and_larger_sizes_borrow_the_size_ladder_statemen
     assert rows[15].cells == {"tiny": "pass", "a": "inconclusive", "b": "-", "c": "not run"}
     assert rows[4].cells["tiny"] == "-" and rows[4].cells["b"] == "inconclusive"
     assert rows[19].cells["tiny"] == "-"
-    # claims 1 and 19: the cross-size agreement checks; others: the per-size words
-    assert rows[1].trend.startswith("adamw-over-muon: inconclusive")
+    # claims 1 and 19: the cross-size agreement checks; others: the per-size words; size c is
+    # not run, so every trend is preliminary
+    assert rows[1].trend.startswith("preliminary (c not run): adamw-over-muon: inconclusive")
     assert "muon-within-0.01: pass" in rows[19].trend
-    assert rows[2].trend == "a pass, b inconclusive (19b)"
+    assert rows[2].trend == "preliminary (c not run): a pass, b inconclusive (19b)"
     assert rows[15].trend == "-"                    # decided at one size only
 
 
 def test_without_a_cross_size_ladder_the_trend_is_the_per_size_verdicts():
     rows = {r.number: r for r in regime_rows(TINY, {"a": SMALL, "b": LARGE})}
-    assert rows[1].trend == "a pass, b pass (19a)"
+    assert rows[1].trend == "a pass, b pass (19a)"          # every size run: not preliminary
+    full = {r.number: r for r in regime_rows(TINY, {"a": SMALL, "b": LARGE}, LADDER)}
+    assert full[1].trend == "adamw-over-muon: inconclusive (extrapolated to SmolLM-135M)"
 
 
 def test_markdown_has_one_line_per_claim_and_bolds_decided_cells():
