@@ -33,8 +33,9 @@ from llm_validation.claims.plan import ExecutionSummary, Plan
 from llm_validation.claims.scales import LR_REASON
 from llm_validation.claims.runtable import run_table
 from llm_validation.claims.statements import CLAIM_RULE, PAPER, THEORY
-from llm_validation.rundir import read_json, write_json
+from llm_validation.rundir import RunPaths, read_json, write_json
 from llm_validation.validation.power import MAX_SEEDS
+from llm_validation.validation.runs import is_complete
 
 __all__ = ["RUNS_DIR", "FIGURES_DIR", "analyse_ledger", "assemble", "write_ledger",
            "measured_cost", "GAP_DEFINITION"]
@@ -90,19 +91,14 @@ def _settings(plan: Plan) -> dict[str, Any]:
 
 
 def measured_cost(runs_dir: str | Path) -> dict[str, Any]:
-    """What the ledger's finished runs cost, measured: ``runs`` (finished run directories under
-    ``runs_dir``: lr sweep, claims and extra seeds alike) and ``process_s``, the sum of their
-    recorded wall times (``summary.json``'s ``wall_time_s``). A resumed run records its last
-    invocation only, so the sum is a lower bound; runs of a loaded machine count as they ran."""
-    n, total = 0, 0.0
-    for f in sorted(Path(runs_dir).glob("*/summary.json")):
-        try:
-            summ = read_json(f)
-        except ValueError:
-            continue                              # a run killed while writing it: unfinished
-        if summ.get("status") in ("completed", "diverged"):
-            n += 1
-            total += float(summ.get("wall_time_s") or 0.0)
+    """What the ledger's finished runs cost, measured: ``runs`` (the run directories under
+    ``runs_dir`` that :func:`~llm_validation.validation.runs.is_complete` counts as finished: lr
+    sweep, claims and extra seeds alike) and ``process_s``, the sum of their recorded wall times
+    (``summary.json``'s ``wall_time_s``). A resumed run records its last invocation only, so the
+    sum is a lower bound; runs of a loaded machine count as they ran."""
+    done = [d for d in sorted(Path(runs_dir).glob("*/")) if is_complete(d)]
+    total = sum(float(read_json(RunPaths(d).summary).get("wall_time_s") or 0.0) for d in done)
+    n = len(done)
     return {"runs": n, "process_s": round(total, 1),
             "note": "sum of the finished runs' recorded wall times (lr sweep included); a "
                     "resumed run counts its last invocation only: a lower bound"}

@@ -76,12 +76,15 @@ def test_claims_json_and_markdown(tmp_path):
 
 def test_the_measured_cost_sums_the_finished_runs_wall_times(tmp_path):
     runs = tmp_path / RUNS_DIR
-    for name, status, wall in (("a", "completed", 30.0), ("b", "diverged", 12.5),
-                               ("c", "running", 1000.0), ("d", "error", 7.0)):
+    for name, status, steps, wall in (("a", "completed", 50, 30.0), ("b", "diverged", 7, 12.5),
+                                      ("c", "running", 20, 1000.0), ("d", "error", 3, 7.0),
+                                      ("g", "completed", 40, 9.0)):   # g: short of its 50 steps
         (runs / name).mkdir(parents=True)
-        (runs / name / "summary.json").write_text(json.dumps({"status": status,
+        (runs / name / "config.json").write_text(json.dumps({"run": {"steps": 50}}))
+        (runs / name / "summary.json").write_text(json.dumps({"status": status, "steps": steps,
                                                               "wall_time_s": wall}))
     (runs / "e").mkdir()
+    (runs / "e" / "config.json").write_text(json.dumps({"run": {"steps": 50}}))
     (runs / "e" / "summary.json").write_text('{"status": "compl')     # killed mid-write
     (runs / "f").mkdir()                                               # never finished
     m = measured_cost(runs)
@@ -89,7 +92,7 @@ def test_the_measured_cost_sums_the_finished_runs_wall_times(tmp_path):
     assert measured_cost(tmp_path / "nowhere")["runs"] == 0
     # in the ledger: claims.json's budget and claims.md's run line
     plan = _ledger(tmp_path, which="pass")
-    for r in sorted(p for p in runs.iterdir() if p.name not in set("abcdef")):
+    for r in sorted(p for p in runs.iterdir() if p.name not in set("abcdefg")):
         summ = json.loads((r / "summary.json").read_text())
         (r / "summary.json").write_text(json.dumps({**summ, "wall_time_s": 60.0}))
     doc = write_ledger(plan, assemble(plan, tmp_path, figures=False), tmp_path)

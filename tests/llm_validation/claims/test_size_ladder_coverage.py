@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from llm_validation.claims.checks import at_level
 from llm_validation.claims.size_assembly import AGREEMENT_LEVEL, agreement_verdicts
 from llm_validation.claims.size_ladder import (AGREEMENT_RULES, TARGETS, TOLERANCE,
                                                SizeLadderData, paper_lag_fraction, size_fits)
@@ -102,15 +103,8 @@ def test_the_agreement_checks_hold_the_family_wise_error():
         assert len(checks) == 2
         wrong += any(c.status != INCONCLUSIVE for c in checks)
         # the weaker rule: each check at 95%, no Bonferroni over the two
-        wrong_at_95 += any(_decides_at(c, 0.95) for c in checks)
+        wrong_at_95 += any(at_level(c, 0.95).status != INCONCLUSIVE for c in checks)
     fwer, fwer_95 = wrong / REPS, wrong_at_95 / REPS
     assert fwer <= 0.05 + SLACK, fwer
     assert fwer_95 > 0.05 + SLACK, fwer_95          # about 10%: the test can fail
 
-
-def _decides_at(check, level: float) -> bool:
-    """Whether ``check``'s per-seed contrast, as a t interval at ``level``, excludes its
-    boundary (a pass or a fail: at the boundary both are errors)."""
-    x = np.asarray(list(check.samples.values()), dtype=float)
-    half = stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
-    return abs(x.mean() - check.params["boundary"]) > half
