@@ -53,6 +53,14 @@ def scores_markdown(t: dict[str, Any]) -> list[str]:
                    f"{a['goal']:.0%}: {'met' if a['met'] else 'not met'}).")
     else:
         out.append(f"Acceptance not measurable: {a['reason']}.")
+    f = t["confirmation"]
+    if "skipped" in f:
+        out.append(f"Confirmation fold: skipped ({f['skipped']}).")
+    else:
+        out.append(f"Confirmation fold (did not choose the law): {c['law']} predicts "
+                   f"{f['held_out']} from N={', '.join(f'{n:,}' for n in f['fitted_on'])} "
+                   f"within a factor 2 on {f['hits']}/{f['pairs']} pairs "
+                   f"({f['hit_rate_all']:.0%}).")
     return out
 
 

@@ -118,3 +118,20 @@ def test_plan_pilot_by_hand():
     assert r["share_of_target"] < 0.2 and math.isfinite(r["device_hours"])
     with pytest.raises(ValueError, match="params"):
         plan_pilot(params=0, tokens=1, tokens_per_step=1, device_seconds_per_step=1)
+
+
+@pytest.mark.parametrize("truth", ["tokens_per_param", "steps"])
+def test_confirmation_scores_the_chosen_law_on_a_fold_that_did_not_choose_it(truth):
+    from llm_validation.advice.transfer_choice import confirmation, transfer_summary
+    ps = _ladder(truth)
+    t = transfer_summary(ps)
+    f = t["confirmation"]
+    assert t["choice"]["law"] == truth
+    # the next largest size (100k) predicted from the smallest alone; the largest never seen
+    assert f["held_out"] == "N=100,000" and f["fitted_on"] == [10_000]
+    assert f["hits"] == f["pairs"] == 3
+    # a law that did not generate the data misses there
+    other = "steps" if truth == "tokens_per_param" else "tokens_per_param"
+    assert confirmation(ps, other)["hits"] < 3
+    two_sizes = [p for p in ps if p.n_params != 1_000_000]
+    assert confirmation(two_sizes, truth) == {"skipped": "needs three model sizes (the pilot has 2)"}
