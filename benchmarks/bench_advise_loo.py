@@ -8,8 +8,8 @@ the worst misses; ``overall`` pools the three kinds. ``transfer`` (issue 28) sco
 candidate transfer laws (:mod:`llm_validation.advice.transfer`) on the held-out largest size and
 longest horizon (:mod:`llm_validation.advice.transfer_choice`): per law and hold-out the hits
 within a factor 2 and the mean absolute log error, the law advise chooses, ``confirmation`` (the
-chosen law on a size fold that did not choose it) and ``acceptance``: the chosen law's hit rate on the held-out largest-size pairs against the 80% goal (or why it is
-not measurable).
+chosen law on a size fold that did not choose it) and ``acceptance``: the chosen law's hit rate
+on the held-out largest-size pairs against the 80% goal (or why it is not measurable).
 
 Re-run on the 20:1 ledgers: ``python benchmarks/bench_advise_loo.py --json --ledger R/n46k
 --ledger R/n113k --ledger R/n267k`` (``--runs``/``--ledger`` repeatable: their runs are pooled;
