@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from advise_projection import markdown, rows  # noqa: E402
 from bench_advise_loo import DEFAULT_LEDGER  # noqa: E402
 
+from llm_validation.advice.transfer_choice import SEED_REFERENCE  # noqa: E402
+
 __all__ = ["main", "scores_markdown"]
 
 
@@ -38,19 +40,23 @@ def scores_markdown(t: dict[str, Any]) -> list[str]:
         if "skipped" in h[kind]:
             out.append(f"| {kind} | - | skipped: {h[kind]['skipped']} | | |")
             continue
-        for law in h["laws"]:
+        for law in (*h["laws"], SEED_REFERENCE):
             s = h[kind][law]
             err = s["mean_abs_log_error"]
-            out.append(f"| {kind} ({h[kind]['held_out']}) | {law} | {s['predicted']} / "
+            name = f"{law} (not a law)" if law == SEED_REFERENCE else law
+            out.append(f"| {kind} ({h[kind]['held_out']}) | {name} | {s['predicted']} / "
                        f"{s['pairs']} | {s['hits']} | {'-' if err is None else f'{err:.2f}'} |")
     c, a = t["choice"], t["acceptance"]
     out += ["", f"advise uses **{c['law']}**: {c['reason']}. Not ruled out: "
             f"{', '.join(c['not_ruled_out'])}; ruled out: "
             + ("; ".join(f"{k} ({v})" for k, v in c["ruled_out"].items()) or "none") + "."]
     if a["measurable"]:
+        r = a["seed_reference"]
         out.append(f"Acceptance: {a['law']} within a factor 2 on {a['hits']}/{a['pairs']} "
                    f"held-out largest-size pairs ({a['hit_rate_all']:.0%}; goal "
-                   f"{a['goal']:.0%}: {'met' if a['met'] else 'not met'}).")
+                   f"{a['goal']:.0%}: {'met' if a['met'] else 'not met'}). Seed scatter: each "
+                   f"held-out pair predicted by its own arm's other seeds hits {r['hits']}/"
+                   f"{r['pairs']}.")
     else:
         out.append(f"Acceptance not measurable: {a['reason']}.")
     f = t["confirmation"]

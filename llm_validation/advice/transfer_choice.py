@@ -49,7 +49,8 @@ from typing import Any, Sequence
 from llm_validation.advice.loo import FACTOR, hit
 from llm_validation.advice.transfer import LAWS, NotIdentified, Target, predict_law
 
-__all__ = ["HELD_OUT", "RULE_OUT_HIT_RATE", "FALLBACK", "GOAL", "held_out_split", "score_laws",
+__all__ = ["HELD_OUT", "RULE_OUT_HIT_RATE", "FALLBACK", "GOAL", "SEED_REFERENCE",
+           "held_out_split", "score_laws",
            "choose", "confirmation", "transfer_summary"]
 
 HELD_OUT = ("largest_size", "longest_horizon")
@@ -63,6 +64,8 @@ FALLBACK = "steps"
 GOAL = 0.8
 #: Worst misses listed per law and hold-out.
 WORST = 3
+#: The key of the leave-one-seed-out reference of :func:`score_laws` (not a law).
+SEED_REFERENCE = "seed_reference"
 
 
 def held_out_split(pairs: Sequence[Any], kind: str) -> tuple[list[int], str] | str:
@@ -116,11 +119,29 @@ def _score(rows: list[dict[str, Any]], law: str) -> dict[str, Any]:
                       for r in worst]}
 
 
+def _arm(p: Any) -> tuple[Any, ...]:
+    return (p.optimizer, p.mode, p.n_params, p.horizon, p.delayed.tokens_per_step, p.delayed.lr)
+
+
+def _siblings_mean(pairs: Sequence[Any], i: int, idx: Sequence[int]) -> float | None:
+    """The mean gap fraction of the other held-out pairs of pair ``i``'s arm (its other seeds),
+    or None when it has none."""
+    sib = [pairs[j].gap_fraction for j in idx if j != i and _arm(pairs[j]) == _arm(pairs[i])]
+    return sum(sib) / len(sib) if sib else None
+
+
 def score_laws(pairs: Sequence[Any], laws: Sequence[str] = LAWS,
                rows: bool = False) -> dict[str, Any]:
     """Per hold-out kind: the fold's label and, per law, pairs / predicted / hits / hit rates /
     mean absolute log error / worst misses (gap fractions); ``skipped`` with the reason when the
-    pilot has no such fold. ``rows=True`` keeps every held-out pair's predictions."""
+    pilot has no such fold. ``rows=True`` keeps every held-out pair's predictions.
+
+    Beside the laws, :data:`SEED_REFERENCE` scores the same way a predictor that is not a law:
+    each held-out pair predicted by the mean of its own arm's other seeds (same optimizer,
+    mode, size, horizon, batch and lr; leave one seed out). No transfer law knows more about
+    a held-out arm than that mean, so its hit rate says how much of the factor-2 criterion the
+    seed-to-seed scatter alone leaves reachable: a reference for reading the laws' hit rates,
+    not a bound (a law can beat it by chance) and never chosen."""
     out: dict[str, Any] = {"factor": FACTOR, "laws": list(laws)}
     for kind in HELD_OUT:
         split = held_out_split(pairs, kind)
@@ -132,8 +153,10 @@ def score_laws(pairs: Sequence[Any], laws: Sequence[str] = LAWS,
         train = [q for j, q in enumerate(pairs) if j not in held]
         table = [{"delayed": pairs[i].delayed.name, "optimizer": pairs[i].optimizer,
                   "mode": pairs[i].mode, "measured": pairs[i].gap_fraction,
+                  SEED_REFERENCE: _siblings_mean(pairs, i, idx),
                   **{law: _predict(law, pairs[i], train) for law in laws}} for i in idx]
-        out[kind] = {"held_out": label, **{law: _score(table, law) for law in laws}}
+        out[kind] = {"held_out": label, **{law: _score(table, law) for law in laws},
+                     SEED_REFERENCE: _score(table, SEED_REFERENCE)}
         if rows:
             out[kind]["rows"] = table
     return out
@@ -205,8 +228,11 @@ def transfer_summary(pairs: Sequence[Any], rows: bool = False) -> dict[str, Any]
                                          f"size to hold out"}
     else:
         s = block[choice["law"]]
+        ref = block[SEED_REFERENCE]
         acc = {"measurable": True, "goal": GOAL, "law": choice["law"], "hits": s["hits"],
                "pairs": s["pairs"], "hit_rate_all": s["hit_rate_all"],
-               "met": s["hit_rate_all"] is not None and s["hit_rate_all"] >= GOAL}
+               "met": s["hit_rate_all"] is not None and s["hit_rate_all"] >= GOAL,
+               "seed_reference": {"hits": ref["hits"], "pairs": ref["pairs"],
+                                  "hit_rate_all": ref["hit_rate_all"]}}
     return {"sizes": sizes, "held_out": scores, "choice": choice, "acceptance": acc,
             "confirmation": confirmation(pairs, choice["law"])}

@@ -17,6 +17,8 @@ def test_scores_table_and_acceptance():
     md = "\n".join(advise_rerun.scores_markdown(t))
     assert "| largest_size (N=1,000,000) | tokens_per_param | 3 / 3 | 3 |" in md
     assert "advise uses **tokens_per_param**" in md and "goal 80%: met" in md
+    assert "| largest_size (N=1,000,000) | seed_reference (not a law) | 0 / 3 | 0 |" in md
+    assert "Seed scatter: each held-out pair predicted by its own arm's other seeds hits 0/3." in md
     assert ("Confirmation fold (did not choose the law): tokens_per_param predicts N=100,000 "
             "from N=10,000 within a factor 2 on 3/3 pairs (100%)." in md)
     one = transfer_summary(make_pairs([(T, 1000, 0.1) for T in (100, 200)])[1])

@@ -135,3 +135,23 @@ def test_confirmation_scores_the_chosen_law_on_a_fold_that_did_not_choose_it(tru
     assert confirmation(ps, other)["hits"] < 3
     two_sizes = [p for p in ps if p.n_params != 1_000_000]
     assert confirmation(two_sizes, truth) == {"skipped": "needs three model sizes (the pilot has 2)"}
+
+
+def test_seed_reference_predicts_each_pair_by_its_arms_other_seeds():
+    from llm_validation.advice.transfer_choice import SEED_REFERENCE
+    # two smaller sizes (fitted), the largest held out: three seeds of one arm each
+    small = [(T, N, 0.1) for N in (1_000, 10_000) for T in (100, 200)]
+    tight = make_pairs(small + [(400, 100_000, g) for g in (0.10, 0.12, 0.15)])[1]
+    ref = score_laws(tight)["largest_size"][SEED_REFERENCE]
+    # 0.10 vs mean(0.12, 0.15) = 0.135; 0.12 vs 0.125; 0.15 vs 0.11: all within a factor 2
+    assert (ref["hits"], ref["predicted"], ref["pairs"]) == (3, 3, 3)
+    wide = make_pairs(small + [(400, 100_000, g) for g in (0.10, 0.10, 0.40)])[1]
+    ref = score_laws(wide)["largest_size"][SEED_REFERENCE]
+    # 0.10 vs mean(0.10, 0.40) = 0.25 (2.5x); 0.40 vs 0.10 (4x): none within a factor 2
+    assert (ref["hits"], ref["predicted"]) == (0, 3)
+    assert ref["mean_abs_log_error"] == pytest.approx(
+        (2 * math.log(2.5) + math.log(4)) / 3, rel=EXACT)
+    # one seed per arm: nothing to predict from; never a candidate of the choice
+    lone = score_laws(_ladder("steps"))
+    assert lone["largest_size"][SEED_REFERENCE]["predicted"] == 0
+    assert choose(lone)["law"] != SEED_REFERENCE and SEED_REFERENCE not in lone["laws"]
