@@ -46,13 +46,15 @@ PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, 
 
 
 def _build(model_name: str, optimizer: str, lr: float, tau: int | None, lam: float,
-           device: torch.device):
+           device: torch.device, compile_model: bool = False):
     cfg = preset(model_name)
     if cfg.vocab_size != 256:                         # byte-level corpus
         cfg = dataclasses.replace(cfg, vocab_size=256)
     model = Transformer(cfg, seed=0).to(device)
     base = build_optimizer(model, OptimConfig(name=optimizer, lr=lr, schedule="constant"))
     opt = base if tau is None else DelayedOptimizer(base, tau=tau, ef_lambda=lam)
+    if compile_model:       # the forward/backward only; the optimizers stay eager
+        model = torch.compile(model)
     return model, opt
 
 
@@ -80,13 +82,14 @@ def _sync(device: torch.device) -> None:
 
 def measure(model_name: str = "small", optimizer: str = "adamw", batch_size: int = 16,
             seq_len: int = 128, reps: int = 15, warmup: int = 2, device: str = "cpu",
-            bf16: bool = False, lr: float = 1e-3) -> dict:
+            bf16: bool = False, lr: float = 1e-3, compile_model: bool = False) -> dict:
     """Interleaved timing of the three variants; see the module docstring."""
     dev = torch.device(device)
     ctx = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if bf16 else nullcontext
     corpus = load_corpus(DataConfig(seq_len=seq_len))
     sampler = WindowSampler(corpus.train, batch_size, seq_len, seed=0)
-    built = {name: _build(model_name, optimizer, lr, tau, lam, dev) for name, tau, lam in VARIANTS}
+    built = {name: _build(model_name, optimizer, lr, tau, lam, dev, compile_model)
+             for name, tau, lam in VARIANTS}
     total = {name: [] for name in built}
     opt_only = {name: [] for name in built}
     fwd_bwd = {name: [] for name in built}
@@ -133,6 +136,7 @@ def measure(model_name: str = "small", optimizer: str = "adamw", batch_size: int
         "preset": model_name, "optimizer": optimizer, "n_params": n_params,
         "batch_size": batch_size, "seq_len": seq_len, "reps": reps, "device": str(dev),
         "dtype": "bfloat16" if bf16 else "float32", "threads": torch.get_num_threads(),
+        "compiled": compile_model,
     }
     if dev.type == "cuda":
         name = torch.cuda.get_device_name(dev)
@@ -155,25 +159,43 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
                    help="also run smollm-135m bf16 on CUDA (default: when available)")
+    p.add_argument("--cpu", action=argparse.BooleanOptionalAction, default=True,
+                   help="the CPU measurement of --preset (default on; --no-cpu on a GPU "
+                        "machine whose time is short)")
+    p.add_argument("--gpu-batch-size", type=int, default=16,
+                   help="sequences of 1024 tokens per step on CUDA (default 16)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model on CUDA (the first --warmup steps compile)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    result = {"cpu": measure(args.preset, args.optimizer, args.batch_size, args.seq_len,
-                             args.reps, args.warmup)}
-    result.update({k: result["cpu"][k] for k in ("overhead_delay", "overhead_ef",
-                                                 "extra_weight_copies_delay",
-                                                 "extra_weight_copies_ef")})
     gpu = torch.cuda.is_available() if args.gpu is None else args.gpu
+    if not (args.cpu or gpu):
+        p.error("nothing to measure: --no-cpu without a CUDA device")
+    result = {}
+    if args.cpu:
+        result["cpu"] = measure(args.preset, args.optimizer, args.batch_size, args.seq_len,
+                                args.reps, args.warmup)
+        result.update({k: result["cpu"][k] for k in ("overhead_delay", "overhead_ef",
+                                                     "extra_weight_copies_delay",
+                                                     "extra_weight_copies_ef")})
     if gpu:
-        result["gpu"] = measure("smollm-135m", args.optimizer, 16, 1024, args.reps,
-                                args.warmup, device="cuda", bf16=True)
+        result["gpu"] = measure("smollm-135m", args.optimizer, args.gpu_batch_size, 1024,
+                                args.reps, args.warmup, device="cuda", bf16=True,
+                                compile_model=args.compile)
+        result["gpu"]["torch"] = torch.__version__
+        result["gpu"]["cuda"] = torch.version.cuda
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        for k in ("overhead_delay", "overhead_ef", "extra_weight_copies_delay",
-                  "extra_weight_copies_ef"):
-            print(f"{k}: {result[k]:.4g}")
+        for where in ("cpu", "gpu"):
+            for k in ("overhead_delay", "overhead_ef", "extra_weight_copies_delay",
+                      "extra_weight_copies_ef"):
+                if where in result:
+                    print(f"{where} {k}: {result[where][k]:.4g}")
+        if "gpu" in result:
+            print("gpu mfu:", {k: round(v, 4) for k, v in result["gpu"]["mfu"].items() if v})
     return 0
 
 

@@ -18,6 +18,13 @@ single-process synchronous run (tau = 0) bitwise on CPU. The unscaled microbatch
 kept for the logged loss. Torch's schedules wait on their p2p ops with the process group's
 deadline (``timeout_s``); a failure there is reported as a lost/timed-out neighbour.
 
+Ranks sharing a GPU talk over gloo (:mod:`llm_validation.pipeline.devices`), whose send and
+receive carry host tensors only (a CUDA tensor fails in gloo's ``writev``: "Bad address", seen
+on an H200). Torch's stage then lives on the host (receive buffers, sends, the warm-up votes)
+and :class:`_HostIO` runs the stage module on the GPU: the input is copied on, the output
+copied off, the last stage's loss computed on the GPU; copies are exact and autograd carries
+the gradients back the same way, so the numbers are those of the unstaged run.
+
 With D data-parallel replicas each pipeline row runs its own schedule on its ``pp`` group
 (``PipelineStage(group=...)``) over its share of the batch; the stage's gradients are averaged
 over its replicas (:mod:`llm_validation.pipeline.replicas`): bucketed all-reduces launched by
@@ -59,6 +66,19 @@ class _Autocast(nn.Module):
             return self.inner(x)
 
 
+class _HostIO(nn.Module):
+    """The stage module on ``device`` behind host-tensor inputs and outputs (the schedule's
+    p2p over gloo with ranks sharing a GPU; see the module docstring)."""
+
+    def __init__(self, inner: nn.Module, device: torch.device) -> None:
+        super().__init__()
+        self.inner, self.device = inner, device
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # x: (b, t) tokens or (b, t, C) activations on the host -> the same on the host
+        return self.inner(x.to(self.device)).cpu()
+
+
 def _is_transport_error(exc: BaseException) -> bool:
     """True for errors of the p2p transport (a peer gone or silent), not of our own code."""
     text = str(exc)
@@ -71,7 +91,7 @@ def _build_schedule(sr: StageRun, loss_fn):
 
     setup, cfg = sr.setup, sr.cfg
     b, t = setup.act_shape[0], setup.act_shape[1]
-    dev = setup.device
+    dev = sr.link.comm_device                     # the host when ranks share a GPU
     if setup.is_first:
         example_in = torch.zeros((b, t), dtype=torch.long, device=dev)
     else:
@@ -85,7 +105,12 @@ def _build_schedule(sr: StageRun, loss_fn):
     for ex in (example_in, example_out):
         if ex.is_floating_point():
             ex.requires_grad_(True)
-    stage = pipelining.PipelineStage(_Autocast(setup.module, setup.autocast), sr.s, sr.P, dev,
+    module = _Autocast(setup.module, setup.autocast)
+    if sr.link.staging:
+        module = _HostIO(module, setup.device)
+        print(f"stage {sr.s}: torch's schedule on host tensors, the module on {setup.device} "
+              "(host I/O)", flush=True)
+    stage = pipelining.PipelineStage(module, sr.s, sr.P, dev,
                                      input_args=example_in, output_args=example_out,
                                      group=sr.ctx.mesh.pp_group)
     cls = getattr(pipelining, SCHEDULES[cfg.run.pipeline])
@@ -182,7 +207,8 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
     step_loss: list[torch.Tensor] = []      # the step's loss (last stage), read at the flush
 
     def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        loss = setup.loss(out, target)
+        # out: (b, t, V) logits, target: (b, t); on the host when ranks share a GPU
+        loss = setup.loss(out.to(setup.device), target.to(setup.device))
         mb_losses.append(loss.detach())
         if len(mb_losses) == M:
             step_loss[:] = [batch_loss(dp.gather_losses(mb_losses))]
@@ -213,7 +239,7 @@ def run_sync_stage(ctx: WorkerContext, cfg, start: int, dp_mode: str = "allreduc
         if buckets is not None:
             buckets.arm(M)           # the M-th accumulation of each parameter is its last
         batch = sr.data("train", step)
-        whole = torch.cat(batch) if batch is not None else None
+        whole = torch.cat(batch).to(sr.link.comm_device) if batch is not None else None
         mb_losses.clear()
         def step_fn() -> None:
             if setup.is_first:

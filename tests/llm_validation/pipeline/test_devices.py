@@ -84,3 +84,21 @@ def test_forced_host_staging_gives_the_same_run(tmp_path, monkeypatch):
     values = cfg.run.batch_size // cfg.run.microbatches * cfg.data.seq_len * cfg.model.d_model
     # float32 boundaries (the default): 4 bytes per value (bf16 ones: test_twobw.py)
     assert all(s["tensors"] > 0 and s["bytes"] == s["tensors"] * values * 4 for s in staged), staged
+
+
+@pytest.mark.parametrize("pipeline", ["1f1b", "gpipe"])
+def test_torch_schedules_behind_host_io_give_the_same_run(tmp_path, monkeypatch, pipeline):
+    """Torch's 1F1B / GPipe with host staging: the stage lives on the host and ``_HostIO``
+    runs the module on the compute device (on a GPU, gloo's send of a CUDA tensor failed with
+    "Bad address"; the copies there are checked by ``test_gpu.py``). Forced on CPU the wrapper
+    is in the path and the run is the emulator's bitwise, under bf16 autocast."""
+    monkeypatch.setenv(devices.STAGING_ENV, "1")
+    corpus = small_corpus(tmp_path)
+    cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline=pipeline, P=2, M=2, steps=4,
+                   dtype="bfloat16")
+    ref = emulate(pipe_cfg(tmp_path / "emu", corpus, pipeline="emulate-sync", M=2, steps=4,
+                           dtype="bfloat16"))
+    got = launch(cfg)
+    assert_same_run(got.run_dir, ref.run_dir, cfg)
+    logs = "".join(p.read_text() for p in (tmp_path / "pipe" / "logs").glob("stage*.log"))
+    assert logs.count("host I/O") == 2, logs          # both stages ran behind the wrapper
