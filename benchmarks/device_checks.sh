@@ -8,17 +8,18 @@
 #
 # Usage, from the repository root: OUT=out/device bash benchmarks/device_checks.sh [PARTS]
 # PARTS: any of env tests mfu loop pipeline (default: all). The Python used is $PY (default python3,
-# which must hold torch with CUDA); wheels under .whl/ (pytorch-optimizer, which GPU images
-# lack) are installed into /tmp/site first.
+# which must hold torch with CUDA); wheels under $WHEELS (default .whl/: pytorch-optimizer,
+# which GPU images lack) are installed into /tmp/site first.
 set -u
 OUT=${OUT:-out/device}
 PY=${PY:-python3}
 PARTS=${*:-env tests mfu loop pipeline}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-if compgen -G ".whl/*.whl" >/dev/null; then
+WHEELS=${WHEELS:-.whl}
+if compgen -G "$WHEELS/*.whl" >/dev/null; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || exit 1
+        --target /tmp/site "$WHEELS"/*.whl || exit 1
     export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
