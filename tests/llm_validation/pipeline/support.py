@@ -143,6 +143,17 @@ def assert_same_run(pipe_dir: str, ref_dir: str, cfg: TrainConfig,
     return worst
 
 
+def assert_staged_bytes(run_dir: str, cfg: TrainConfig, bytes_per_value: int) -> None:
+    """Every stage of a host-staged run staged tensors, each one activation (or its gradient)
+    of ``bytes_per_value`` bytes per value (``logs/result.json``'s ``stage_memory[].staged``)."""
+    from llm_validation.rundir import read_json
+
+    values = cfg.run.batch_size // cfg.run.microbatches * cfg.data.seq_len * cfg.model.d_model
+    staged = [m["staged"] for m in read_json(f"{run_dir}/logs/result.json")["stage_memory"]]
+    assert all(s["tensors"] > 0 and s["bytes"] == s["tensors"] * values * bytes_per_value
+               for s in staged), staged
+
+
 # ------------------------------------------------------------------------- unit tests
 
 

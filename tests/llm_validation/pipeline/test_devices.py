@@ -8,9 +8,9 @@ import torch
 
 from llm_validation.pipeline import devices
 from llm_validation.pipeline.comm import StageLink
-from llm_validation.rundir import read_json
 from llm_validation.run import run as launch
-from tests.llm_validation.pipeline.support import assert_same_run, emulate, pipe_cfg, small_corpus
+from tests.llm_validation.pipeline.support import (assert_same_run, assert_staged_bytes, emulate,
+                                                   pipe_cfg, small_corpus)
 
 
 @pytest.fixture(autouse=True)
@@ -80,10 +80,8 @@ def test_forced_host_staging_gives_the_same_run(tmp_path, monkeypatch):
                            dtype="bfloat16"))
     got = launch(cfg)
     assert_same_run(got.run_dir, ref.run_dir, cfg)
-    staged = [m["staged"] for m in read_json(f"{got.run_dir}/logs/result.json")["stage_memory"]]
-    values = cfg.run.batch_size // cfg.run.microbatches * cfg.data.seq_len * cfg.model.d_model
     # float32 boundaries (the default): 4 bytes per value (bf16 ones: test_twobw.py)
-    assert all(s["tensors"] > 0 and s["bytes"] == s["tensors"] * values * 4 for s in staged), staged
+    assert_staged_bytes(got.run_dir, cfg, 4)
 
 
 @pytest.mark.parametrize("pipeline", ["1f1b", "gpipe"])

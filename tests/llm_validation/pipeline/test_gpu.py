@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from llm_validation.run import run as launch
-from tests.llm_validation.pipeline.support import (dp_cfgs, emulate, loss_gaps, pipe_cfg,
-                                                   pipeline_weights, small_corpus)
+from tests.llm_validation.pipeline.support import (assert_staged_bytes, dp_cfgs, emulate,
+                                                   loss_gaps, pipe_cfg, pipeline_weights,
+                                                   small_corpus)
 
 pytestmark = pytest.mark.gpu
 
@@ -37,16 +38,17 @@ def _gpus(n: int):
                                                f" (one per rank), {have} visible")
 
 
-def _cuda(cfg):
+def _on(cfg, device: str = "cuda", dtype: str = "bfloat16", **run):
+    """``cfg`` on ``device`` in ``dtype`` (and any other ``RunConfig`` fields, e.g. out_dir)."""
     import dataclasses
 
-    return cfg.replace(run=dataclasses.replace(cfg.run, device="cuda", dtype="bfloat16"))
+    return cfg.replace(run=dataclasses.replace(cfg.run, device=device, dtype=dtype, **run))
 
 
 def _check(tmp_path, pipeline: str, P: int, D: int, **kw) -> None:
     corpus = small_corpus(tmp_path)
     cfg, ref_cfg = dp_cfgs(tmp_path, corpus, pipeline=pipeline, P=P, D=D, **kw)
-    cfg, ref_cfg = _cuda(cfg), _cuda(ref_cfg)
+    cfg, ref_cfg = _on(cfg), _on(ref_cfg)
     ref = emulate(ref_cfg)
     got = launch(cfg)
     assert got.status == "completed"
@@ -81,13 +83,6 @@ def test_2bw_pipeline_x_data_parallel_on_four_gpus(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------- one GPU
-def _on(cfg, out, device: str, dtype: str, **run):
-    import dataclasses
-
-    return cfg.replace(run=dataclasses.replace(cfg.run, out_dir=str(out), device=device,
-                                               dtype=dtype, **run))
-
-
 @_gpus(1)
 @pytest.mark.parametrize("dtype,rtol", [("bfloat16", GPU_BF16_RTOL), ("float32", GPU_TF32_RTOL)])
 def test_emulated_delay_with_ef_on_cuda_matches_cpu(tmp_path, dtype, rtol):
@@ -95,8 +90,8 @@ def test_emulated_delay_with_ef_on_cuda_matches_cpu(tmp_path, dtype, rtol):
     the device's arithmetic (bf16 autocast on both; TF32 against float32)."""
     cfg = pipe_cfg(tmp_path / "x", small_corpus(tmp_path), pipeline="emulate-2bw", M=2,
                    steps=6, lam=1.0)
-    gpu = emulate(_on(cfg, tmp_path / "gpu", "cuda", dtype))
-    cpu = emulate(_on(cfg, tmp_path / "cpu", "cpu", dtype))
+    gpu = emulate(_on(cfg, "cuda", dtype, out_dir=str(tmp_path / "gpu")))
+    cpu = emulate(_on(cfg, "cpu", dtype, out_dir=str(tmp_path / "cpu")))
     assert gpu.status == cpu.status == "completed"
     gaps = loss_gaps(gpu.run_dir, cpu.run_dir)
     print(f"cuda vs cpu ({dtype}):", gaps)
@@ -109,8 +104,6 @@ def test_ranks_sharing_one_gpu_match_the_cuda_emulator(tmp_path, monkeypatch, pi
     """P = 2 on one GPU: gloo with every activation and gradient staged through the host
     (``pipeline/devices.py``), bf16 autocast, float32 masters; against the emulator on the same
     GPU. Staged bytes are counted (4 per value: float32 boundaries)."""
-    from llm_validation.rundir import read_json
-
     monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
     corpus = small_corpus(tmp_path)
     cfg = pipe_cfg(tmp_path / "pipe", corpus, pipeline=pipeline, P=2, M=2, steps=6,
@@ -124,11 +117,7 @@ def test_ranks_sharing_one_gpu_match_the_cuda_emulator(tmp_path, monkeypatch, pi
     assert max(gaps.values()) <= GPU_BF16_RTOL, gaps
     assert all(w.dtype == torch.float32 for w in pipeline_weights(cfg, got.run_dir).values())
     if pipeline == "2bw":                  # our executor counts what it stages
-        values = cfg.run.batch_size // cfg.run.microbatches * cfg.data.seq_len * cfg.model.d_model
-        staged = [m["staged"] for m in
-                  read_json(f"{got.run_dir}/logs/result.json")["stage_memory"]]
-        assert all(s["tensors"] > 0 and s["bytes"] == s["tensors"] * values * 4
-                   for s in staged), staged
+        assert_staged_bytes(got.run_dir, cfg, 4)
 
 
 @_gpus(1)
@@ -137,7 +126,6 @@ def test_compute_dtype_boundaries_on_one_gpu(tmp_path, monkeypatch):
     staged value) and matches the CUDA emulator rounding at the same split."""
     import dataclasses
 
-    from llm_validation.rundir import read_json
     from tests.llm_validation.helpers import MICRO
 
     monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
@@ -151,10 +139,7 @@ def test_compute_dtype_boundaries_on_one_gpu(tmp_path, monkeypatch):
     gaps = loss_gaps(got.run_dir, ref.run_dir, ("loss", "val_loss"))
     print("bf16 boundaries on one GPU vs the CUDA emulator:", gaps)
     assert max(gaps.values()) <= GPU_BF16_RTOL, gaps
-    values = cfg.run.batch_size // cfg.run.microbatches * cfg.data.seq_len * MICRO.d_model
-    for m in read_json(f"{got.run_dir}/logs/result.json")["stage_memory"]:
-        assert m["staged"]["tensors"] > 0
-        assert m["staged"]["bytes"] == m["staged"]["tensors"] * values * 2, m
+    assert_staged_bytes(got.run_dir, cfg, 2)
 
 
 @_gpus(1)
@@ -165,8 +150,8 @@ def test_deterministic_cuda_runs_repeat_bitwise(tmp_path):
 
     cfg = pipe_cfg(tmp_path / "x", small_corpus(tmp_path), pipeline="emulate-2bw", M=2,
                    steps=6, lam=1.0)
-    a = emulate(_on(cfg, tmp_path / "a", "cuda", "bfloat16", deterministic=True))
-    b = emulate(_on(cfg, tmp_path / "b", "cuda", "bfloat16", deterministic=True))
+    a = emulate(_on(cfg, out_dir=str(tmp_path / "a"), deterministic=True))
+    b = emulate(_on(cfg, out_dir=str(tmp_path / "b"), deterministic=True))
     assert read_metrics(a.run_dir) == read_metrics(b.run_dir)
 
 

@@ -52,8 +52,8 @@ def test_compute_dtype_boundaries_send_bf16_and_stay_bitwise(tmp_path, monkeypat
     import dataclasses
 
     from llm_validation.pipeline.devices import STAGING_ENV
-    from llm_validation.rundir import read_json
     from tests.llm_validation.helpers import MICRO
+    from tests.llm_validation.pipeline.support import assert_staged_bytes
 
     monkeypatch.setenv(STAGING_ENV, "1")
     corpus = small_corpus(tmp_path)
@@ -65,10 +65,7 @@ def test_compute_dtype_boundaries_send_bf16_and_stay_bitwise(tmp_path, monkeypat
     ref = emulate(emu.replace(model=compute))
     got = launch(cfg)
     assert_same_run(got.run_dir, ref.run_dir, cfg)
-    values = cfg.run.batch_size // cfg.run.microbatches * cfg.data.seq_len * MICRO.d_model
-    for m in read_json(f"{got.run_dir}/logs/result.json")["stage_memory"]:
-        assert m["staged"]["tensors"] > 0
-        assert m["staged"]["bytes"] == m["staged"]["tensors"] * values * 2, m   # bf16
+    assert_staged_bytes(got.run_dir, cfg, 2)                                # bf16
     plain = emulate(emu.replace(run=dataclasses.replace(emu.run, out_dir=str(tmp_path / "f32"))))
     assert plain.final_loss != ref.final_loss            # the boundary rounding is real
 
