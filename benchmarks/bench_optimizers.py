@@ -16,7 +16,7 @@ optimizers the ledger does not train take it with their own name and
 
 Method: every repetition times a short real run of every (optimizer, variant) in a rotated
 order (interleaved, so load drifts of a shared machine hit all alike), with
-:func:`llm_validation.training.timing.time_run`: :data:`~llm_validation.claims.calibration.CAL_STEPS`
+:func:`llm_validation.training.timing.time_run`: :data:`~llm_validation.claims.plan.calibration.CAL_STEPS`
 steps with statistics every 3 steps (none for ``after``), no intermediate evaluation. Medians
 of plain and statistics steps and the closing evaluation give the seconds per step of the full
 200-step run at the variant's intervals (``StepTimes.sec_per_step``); tokens/s is tokens per
@@ -39,8 +39,8 @@ import time
 from typing import Any
 
 
-from llm_validation.claims.calibration import CAL_STATS_INTERVAL, CAL_STEPS
-from llm_validation.claims.scales import base_config, get_scale
+from llm_validation.claims.plan.calibration import CAL_STATS_INTERVAL, CAL_STEPS
+from llm_validation.claims.plan.scales import base_config, get_scale
 from llm_validation.config import TrainConfig
 from llm_validation.hardware import cpu_has_fast_bf16, resolve_ns_dtype
 from llm_validation.sweep.grid import BASE_OPTIM

@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import torch
 
-from llm_validation.claims.scales import base_config, get_scale
+from llm_validation.claims.plan.scales import base_config, get_scale
 from llm_validation.config import NS_DTYPES
 from llm_validation.training import loop
 from llm_validation.training.delay import DelayedOptimizer

@@ -2,9 +2,9 @@
 horizon ladder as a ledger.
 
 - ``reproduce --size-ladder ROOT``: the size ladder fitted across the 20:1 ledgers under ROOT
-  (:mod:`llm_validation.claims.size_assembly`), training nothing.
+  (:mod:`llm_validation.claims.report.size_ladder`), training nothing.
 - ``reproduce --protocol --out DIR [--scale S] [--claims ...]``: the rules that will decide the
-  ledger (:mod:`llm_validation.claims.protocol`), written before its runs.
+  ledger (:mod:`llm_validation.claims.report.protocol`), written before its runs.
 - ``reproduce --list [--json] [--scale S] [--seeds N] [--quick] [--jobs J]``: every claim with
   its id, the paper's wording and figure, its grid and the reason for it, the runs it needs and
   their estimated cost, and the totals over all claims (runs are shared).
@@ -13,7 +13,7 @@ horizon ladder as a ledger.
   [--max-seeds N] [--extra-budget MIN] [--keep-checkpoints] [--quiet] [--json]
   [--reanalyse] [--stop-after sweep]``: records the protocol (``OUT/protocol.json``, refused
   when OUT holds another unless ``--reanalyse``), runs the stages
-  (:mod:`llm_validation.claims.stages`: lr sweep -> the claims' runs -> extra seeds), training
+  (:mod:`llm_validation.claims.phases`: lr sweep -> the claims' runs -> extra seeds), training
   what is missing into ``DIR/runs`` (resumable: one run directory per distinct config, shared
   across claims and stages, through the sweep runner), then writes ``DIR/claims.md``,
   ``DIR/claims.json``, ``DIR/lr_sweep.json`` and ``DIR/figures/<id>.png``. A progress line per
@@ -41,7 +41,7 @@ def _ids(text: str) -> tuple[str, ...]:
 
 
 def _policy(args: argparse.Namespace):
-    from llm_validation.claims.sequential import SeedPolicy
+    from llm_validation.claims.decide.sequential import SeedPolicy
     if args.max_seeds < 3:
         raise ValueError(f"--max-seeds {args.max_seeds}: must be >= 3 (the first look's seeds)")
     return SeedPolicy(max_seeds=args.max_seeds, budget_min=args.extra_budget)
@@ -56,10 +56,10 @@ def _plan(args: argparse.Namespace, *, measure: bool, scale=None, claim_seeds=No
     """The plan (at ``scale``, default ``--scale``; ``claim_seeds``: the seeds policy's second
     look), its costs from ``cost_model``, else the machine's calibration (cached in ``--out``;
     measured now when ``measure`` and there is none), else the scale's constants."""
-    from llm_validation.claims.calibration import load_or_calibrate
-    from llm_validation.claims.plan import build_plan
-    from llm_validation.claims.registry import get_claims
-    from llm_validation.claims.scales import get_scale
+    from llm_validation.claims.plan.calibration import load_or_calibrate
+    from llm_validation.claims.plan.plan import build_plan
+    from llm_validation.claims.catalogue.registry import get_claims
+    from llm_validation.claims.plan.scales import get_scale
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds {args.seeds}: needs at least 1 seed (3 for a verdict)")
     check_at_least("--jobs", args.jobs, 0)
@@ -88,7 +88,7 @@ def _plan(args: argparse.Namespace, *, measure: bool, scale=None, claim_seeds=No
 def _scales_table() -> dict:
     """Every scale with its model, parameters, base run and default claims (``--list --json``;
     the 20:1 scales' costs: ``--list --scale S``)."""
-    from llm_validation.claims.scales import SCALES
+    from llm_validation.claims.plan.scales import SCALES
     from llm_validation.config import preset
     return {name: {"model": sc.model, "n_params": preset(sc.model).n_params(),
                    "steps": sc.steps, "tokens_per_param": sc.tokens_per_param,
@@ -99,7 +99,7 @@ def _scales_table() -> dict:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from llm_validation.claims.stages import stage_costs
+    from llm_validation.claims.phases import stage_costs
     policy = _policy(args)
     plan = _plan(args, measure=False)
     jobs = max(args.jobs, 1)
@@ -144,12 +144,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _protocol_doc(args: argparse.Namespace, plan) -> dict:
-    from llm_validation.claims.protocol import protocol
+    from llm_validation.claims.report.protocol import protocol
     return protocol(plan.claims, plan.scale, _policy(args), plan.seeds, plan.overrides)
 
 
 def _write_protocol(args: argparse.Namespace) -> int:
-    from llm_validation.claims.protocol import write_protocol
+    from llm_validation.claims.report.protocol import write_protocol
     check_out_dir("--out", args.out)
     doc = write_protocol(args.out, _protocol_doc(args, _plan(args, measure=False)))
     print(f"protocol {doc['digest'][:12]} (commit {str(doc['commit'])[:12]}) written to "
@@ -161,8 +161,8 @@ def _assemble_only(args: argparse.Namespace, plan, policy, record) -> int:
     """Re-assemble a ledger from its finished runs, training nothing: the lrs of its
     ``lr_sweep.json`` and the seeds its recorded stage 3 ran each claim to."""
     import dataclasses
-    from llm_validation.claims.ledger import assemble, write_ledger
-    from llm_validation.claims.lr_sweep import read_sweep
+    from llm_validation.claims.report.ledger import assemble, write_ledger
+    from llm_validation.claims.plan.lr_sweep import read_sweep
     from llm_validation.rundir import read_json
     sweep = read_sweep(args.out)
     if sweep is None:
@@ -186,7 +186,7 @@ def _assemble_only(args: argparse.Namespace, plan, policy, record) -> int:
 
 
 def _size_ladder(args: argparse.Namespace) -> int:
-    from llm_validation.claims.size_assembly import assemble_size_ladder
+    from llm_validation.claims.report.size_ladder import assemble_size_ladder
     root = args.size_ladder
     if not os.path.isdir(root):
         raise ValueError(f"--size-ladder {root}: not a folder (it holds one ledger folder per "
@@ -221,7 +221,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     policy = _policy(args)
-    from llm_validation.claims.protocol import check_protocol
+    from llm_validation.claims.report.protocol import check_protocol
     # the rules are recorded (or checked against the recorded ones) before anything runs
     record = check_protocol(args.out, _protocol_doc(args, _plan(args, measure=False)),
                             reanalyse=args.reanalyse)
@@ -230,10 +230,10 @@ def _reproduce(args: argparse.Namespace) -> int:
         import torch
         if not torch.cuda.is_available():
             raise ValueError("--device cuda: no CUDA device is available here")
-    from llm_validation.claims.ledger import (FIGURES_DIR, RUNS_DIR, analyse_ledger, assemble,
+    from llm_validation.claims.report.ledger import (FIGURES_DIR, RUNS_DIR, analyse_ledger, assemble,
                                               write_ledger)
-    from llm_validation.claims.plan import execute
-    from llm_validation.claims.stages import extension_seeds, lr_stage, within_budget
+    from llm_validation.claims.plan.plan import execute
+    from llm_validation.claims.phases import extension_seeds, lr_stage, within_budget
     threads = _threads(args)
     runs_dir = os.path.join(args.out, RUNS_DIR)
     errors: list[str] = []

@@ -133,7 +133,7 @@ def lag_loss(sync_steps: Sequence[float] | np.ndarray, sync_vals: Sequence[float
     e(T)`` on the running minimum ``e`` (linear interpolation, as :func:`lag` reads it), so
     that ``lag(s, v, v_min + lag_loss(s, v, f)).fraction == f`` for ``f`` in
     ``[0, (T - s_0) / T]``. How a margin fixed in lag units becomes a margin in nats at a
-    given scale (:func:`llm_validation.claims.regime.lag_margin`)."""
+    given scale (:func:`llm_validation.claims.decide.regime.lag_margin`)."""
     s = np.asarray(sync_steps, dtype=np.float64)
     v = np.asarray(sync_vals, dtype=np.float64)
     if s.ndim != 1 or s.shape != v.shape or s.size < 2 or np.any(np.diff(s) <= 0):

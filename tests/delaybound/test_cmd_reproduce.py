@@ -91,7 +91,8 @@ def test_extra_seeds_stage_writes_the_first_look_then_the_extended_ledger(tmp_pa
     checks extend is tested in claims/test_stages.py) trains seed 3 of the claim's arms, the
     first look's ledger is written before (marked pending), the final one after with 4 seeds,
     and a second invocation trains nothing."""
-    from llm_validation.claims import ledger, stages
+    from llm_validation.claims import phases as stages
+    from llm_validation.claims.report import ledger
 
     monkeypatch.setattr(stages, "extension_seeds",
                         lambda results, policy, seeds_now: [stages.Extension("dcasgd", 4,

@@ -15,9 +15,9 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from llm_validation.claims.claim import Claim
-from llm_validation.claims.plan import Plan, build_plan
-from llm_validation.claims.scales import get_scale
+from llm_validation.claims.record.claim import Claim
+from llm_validation.claims.plan.plan import Plan, build_plan
+from llm_validation.claims.plan.scales import get_scale
 from llm_validation.rundir import write_json
 
 __all__ = ["DIVERGED", "NOISE", "plan_for", "write_runs", "transient"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from llm_validation.claims.analysis import analyse
-from llm_validation.claims.data import ClaimData
-from llm_validation.claims.registry import CLAIMS
+from llm_validation.claims.decide.analysis import analyse
+from llm_validation.claims.decide.data import ClaimData
+from llm_validation.claims.catalogue.registry import CLAIMS
 from tests.llm_validation.claims.scenarios import SCENARIOS, stats_for
 from tests.llm_validation.claims.synthetic import plan_for, write_runs
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from llm_validation.claims import calibration
-from llm_validation.claims.calibration import (
+from llm_validation.claims.plan import calibration
+from llm_validation.claims.plan.calibration import (
     CALIBRATION_FILE,
     CostModel,
     constant_model,
     load_or_calibrate,
 )
-from llm_validation.claims.plan import build_plan
-from llm_validation.claims.registry import get_claims
-from llm_validation.claims.scales import OPT_COST, base_config, get_scale
+from llm_validation.claims.plan.plan import build_plan
+from llm_validation.claims.catalogue.registry import get_claims
+from llm_validation.claims.plan.scales import OPT_COST, base_config, get_scale
 from llm_validation.rundir import read_json
 
 #: Shrunk base runs: the calibration's real timed runs take well under a second each.

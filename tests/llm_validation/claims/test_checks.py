@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm_validation.claims.checks import aggregate, diff, make, recheck
+from llm_validation.claims.decide.checks import aggregate, diff, make, recheck
 
 A = {0: 0.30, 1: 0.32, 2: 0.31}
 B = {0: 0.10, 1: 0.11, 2: 0.09}
@@ -63,7 +63,7 @@ def test_at_level_decides_again_from_the_stored_numbers():
     """A side check whose 95% interval clears its boundary but whose 99.9% one does not: at
     the higher level it is inconclusive, its interval is wider, the level is recorded and
     recheck (from JSON) decides at it; parts, groups and missing-run notes follow."""
-    from llm_validation.claims.checks import at_level, with_missing
+    from llm_validation.claims.decide.checks import at_level, with_missing
     from llm_validation.validation.inference import t_interval
 
     x = {0: 0.10, 1: 0.30, 2: 0.20}            # mean 0.2, sd 0.1: t95 lo = -0.048

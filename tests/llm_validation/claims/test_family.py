@@ -42,11 +42,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llm_validation.claims.checks import aggregate, diff, make
-from llm_validation.claims.family import (LOOKS, check_from_dict, decide_family, leaves,
+from llm_validation.claims.decide.checks import aggregate, diff, make
+from llm_validation.claims.decide.familywise import (LOOKS, check_from_dict, decide_family, leaves,
                                           looks_factor)
-from llm_validation.claims.pvalues import group_routes, seed_routes, status_at
-from llm_validation.claims.sequential import SeedPolicy
+from llm_validation.claims.decide.pvalues import group_routes, seed_routes, status_at
+from llm_validation.claims.decide.sequential import SeedPolicy
 from llm_validation.validation.multiplicity import rejection_levels
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS
 

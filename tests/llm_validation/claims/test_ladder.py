@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from llm_validation.claims.ladder import (FLOOR_SLOPE, PAPER_GAP, crossing, fit_slope,
+from llm_validation.claims.decide.ladder import (FLOOR_SLOPE, PAPER_GAP, crossing, fit_slope,
                                           per_seed_slopes, regime)
 from llm_validation.validation.inference import Interval
 

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from llm_validation.claims.checks import KINDS, recheck
-from llm_validation.claims.ledger import RUNS_DIR, assemble, measured_cost, write_ledger
-from llm_validation.claims.plan import build_plan, execute
-from llm_validation.claims.registry import get_claims
-from llm_validation.claims.scales import get_scale
+from llm_validation.claims.decide.checks import KINDS, recheck
+from llm_validation.claims.report.ledger import RUNS_DIR, assemble, measured_cost, write_ledger
+from llm_validation.claims.plan.plan import build_plan, execute
+from llm_validation.claims.catalogue.registry import get_claims
+from llm_validation.claims.plan.scales import get_scale
 from llm_validation.config import preset
 from tests.llm_validation.claims.scenarios import SCENARIOS, stats_for
 from tests.llm_validation.claims.synthetic import write_runs
@@ -152,7 +152,7 @@ def test_the_ledger_decides_at_the_seeds_policys_level(tmp_path):
     """assemble decides every check at SeedPolicy.level_at(seeds) (97.5% at 3 seeds under
     the default Bonferroni split), records it, and the verdicts differ from 95% where an
     interval sits between the two (policy=None: 95%)."""
-    from llm_validation.claims.sequential import DEFAULT_POLICY, SeedPolicy
+    from llm_validation.claims.decide.sequential import DEFAULT_POLICY, SeedPolicy
 
     plan = _ledger(tmp_path, KIND_IDS)
     wired = assemble(plan, tmp_path, figures=False, family=False)
@@ -182,7 +182,7 @@ def test_family_decided_checks_record_holm_and_the_per_check_reading(tmp_path):
     """With the family on (the default), a leaf the family decided carries its raw and
     adjusted p-values and decides at a level at least the per-check one; an undecided leaf keeps
     the per-check level; each statement keeps its per-check and BH statuses beside."""
-    from llm_validation.claims.sequential import DEFAULT_POLICY
+    from llm_validation.claims.decide.sequential import DEFAULT_POLICY
     plan = _ledger(tmp_path, KIND_IDS)
     level = DEFAULT_POLICY.level_at(3)
     decided = 0

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from llm_validation.claims import lr_sweep as ls
-from llm_validation.claims.scales import get_scale
+from llm_validation.claims.plan import lr_sweep as ls
+from llm_validation.claims.plan.scales import get_scale
 
 
 def test_choose_prefers_the_lowest_mean_and_reports_interior():

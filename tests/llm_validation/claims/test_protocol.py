@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from delaybound.cli import main
-from llm_validation.claims import analysis_delay
-from llm_validation.claims.protocol import (ProtocolMismatch, check_protocol, digest, protocol,
+from llm_validation.claims.catalogue import analysis_delay
+from llm_validation.claims.report.protocol import (ProtocolMismatch, check_protocol, digest, protocol,
                                             write_protocol)
-from llm_validation.claims.registry import get_claims
-from llm_validation.claims.scales import SIZE_LADDER, get_scale
-from llm_validation.claims.sequential import DEFAULT_POLICY
+from llm_validation.claims.catalogue.registry import get_claims
+from llm_validation.claims.plan.scales import SIZE_LADDER, get_scale
+from llm_validation.claims.decide.sequential import DEFAULT_POLICY
 
 ROOT = Path(__file__).resolve().parents[3]
 

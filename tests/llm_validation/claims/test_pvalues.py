@@ -10,11 +10,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from llm_validation.claims.checks import aggregate, at_level, make, not_measured
-from llm_validation.claims.family import LOOKS
-from llm_validation.claims.pvalues import (A_MIN, FAMILY_KINDS, nominal_pvalue,
+from llm_validation.claims.decide.checks import aggregate, at_level, make, not_measured
+from llm_validation.claims.decide.familywise import LOOKS
+from llm_validation.claims.decide.pvalues import (A_MIN, FAMILY_KINDS, nominal_pvalue,
                                            pvalue_by_bisection, routes, status_at)
-from llm_validation.claims.sequential import DEFAULT_POLICY
+from llm_validation.claims.decide.sequential import DEFAULT_POLICY
 
 #: Closed form vs bisection: below A_MIN the bisection reports 0 (a level 1 - a keeps too few
 #: digits of a); above it the bisection resolves a to 1e-13 and scipy's t tail and quantile

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from llm_validation.claims.regime import (CHINCHILLA_FIT, PAPER_LAG_FRACTION, PAPER_MODELS,
+from llm_validation.claims.decide.regime import (CHINCHILLA_FIT, PAPER_LAG_FRACTION, PAPER_MODELS,
                                           PAPER_NATS, compute_lag_fraction, lag_margin,
                                           reached_paper_horizon)
 from llm_validation.validation.lag import lag

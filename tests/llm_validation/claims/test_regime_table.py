@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from delaybound.cli import main
-from llm_validation.claims.regime_table import (RegimeRow, claim_statuses, read_ledger,
+from llm_validation.claims.report.regime_table import (RegimeRow, claim_statuses, read_ledger,
                                                 regime_markdown, regime_rows)
 from llm_validation.rundir import write_json
 

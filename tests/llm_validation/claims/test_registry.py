@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from llm_validation.claims.arms import OfSteps, Times, Unavailable, delayed, resolve
-from llm_validation.claims.plan import build_plan, run_name
-from llm_validation.claims.registry import CLAIMS, get_claims
-from llm_validation.claims.scales import base_config, get_scale
+from llm_validation.claims.record.arms import OfSteps, Times, Unavailable, delayed, resolve
+from llm_validation.claims.plan.plan import build_plan, run_name
+from llm_validation.claims.catalogue.registry import CLAIMS, get_claims
+from llm_validation.claims.plan.scales import base_config, get_scale
 
 #: The budgets on 2 CPU cores with --jobs 2 (seconds of wall time): the tiny ledger's claims
 #: within 4 hours (issue 16), --quick within 20 minutes.

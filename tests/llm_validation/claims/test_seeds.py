@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llm_validation.claims.checks import aggregate, diff
-from llm_validation.claims.seeds import distances, with_seeds_needed
+from llm_validation.claims.decide.checks import aggregate, diff
+from llm_validation.claims.decide.seeds import distances, with_seeds_needed
 
 
 def _undecided(effect):
@@ -34,7 +34,7 @@ def test_distances_per_kind():
 
 
 def test_an_effect_on_the_boundary_reads_more_than_the_search_limit_in_the_ledger():
-    from llm_validation.claims.markdown import _needed
+    from llm_validation.claims.report.markdown import _needed
     from llm_validation.validation.power import MAX_SEEDS
     tiny = with_seeds_needed(_undecided(0.0005))     # ~1/100 of the spread: > 1000 seeds
     assert tiny.status == "inconclusive"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm_validation.claims.sequential import DEFAULT_POLICY, SeedPolicy, second_look
+from llm_validation.claims.decide.sequential import DEFAULT_POLICY, SeedPolicy, second_look
 
 def test_second_look_caps_at_max_seeds():
     near = [0.9, 1.1, 1.6]                     # mean 1.2, sd 0.36: a few more seeds decide

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from delaybound.cli import main
-from llm_validation.claims.plan import build_plan
-from llm_validation.claims.registry import CLAIMS, SIZE_LADDER_SEEDS
-from llm_validation.claims.scales import SIZE_LADDER
-from llm_validation.claims.size_assembly import assemble_size_ladder, read_size_ladder
+from llm_validation.claims.plan.plan import build_plan
+from llm_validation.claims.catalogue.registry import CLAIMS, SIZE_LADDER_SEEDS
+from llm_validation.claims.plan.scales import SIZE_LADDER
+from llm_validation.claims.report.size_ladder import assemble_size_ladder, read_size_ladder
 from llm_validation.config import preset
 from llm_validation.rundir import write_json
 from tests.llm_validation.claims.synthetic import write_runs
@@ -80,7 +80,7 @@ def test_the_y_range_shows_the_drawn_values_and_clips_a_wider_extrapolation():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from llm_validation.claims.size_ladder_report import _MARGIN_DECADES, _y_range
+    from llm_validation.claims.sizes.markdown import _MARGIN_DECADES, _y_range
     fig, ax = plt.subplots()
     ax.set_yscale("log")
     assert _y_range(ax, [1.0, 10.0], [0.5, 20.0], [3.0]) is False

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
-from llm_validation.claims import regime
-from llm_validation.claims.checks import recheck
-from llm_validation.claims.size_ladder import (AGREEMENT_RULES, TARGETS, TOLERANCE, VERDICT,
+from llm_validation.claims.decide import regime
+from llm_validation.claims.decide.checks import recheck
+from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, TARGETS, TOLERANCE, VERDICT,
                                                SizeLadderData, agreement_checks,
                                                paper_lag_fraction, rules_text, size_fits)
-from llm_validation.claims.size_ladder_report import (PAPER_LAG_LABEL, draw_size_ladder,
+from llm_validation.claims.sizes.markdown import (PAPER_LAG_LABEL, draw_size_ladder,
                                                       size_ladder_axes, size_ladder_markdown)
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS
 

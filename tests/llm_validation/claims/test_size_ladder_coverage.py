@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from llm_validation.claims.checks import at_level
-from llm_validation.claims.size_assembly import AGREEMENT_LEVEL, agreement_verdicts
-from llm_validation.claims.size_ladder import (AGREEMENT_RULES, TARGETS, TOLERANCE,
+from llm_validation.claims.decide.checks import at_level
+from llm_validation.claims.report.size_ladder import AGREEMENT_LEVEL, agreement_verdicts
+from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, TARGETS, TOLERANCE,
                                                SizeLadderData, paper_lag_fraction, size_fits)
 from llm_validation.config import preset
 from llm_validation.validation.verdict import INCONCLUSIVE

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from llm_validation.claims.plan import build_plan
-from llm_validation.claims.registry import get_claims
-from llm_validation.claims.scales import get_scale
-from llm_validation.claims.stages import Extension, within_budget
+from llm_validation.claims.plan.plan import build_plan
+from llm_validation.claims.catalogue.registry import get_claims
+from llm_validation.claims.plan.scales import get_scale
+from llm_validation.claims.phases import Extension, within_budget
 
 IDS = ("adamw-vs-muon", "dcasgd")
 
@@ -59,9 +59,9 @@ def test_extension_seeds_reads_every_seed_count_kind():
     (side, equivalence, group kinds, parts of aggregates), at the count the seeds-needed rule
     gives (the side check's second look on each kind's distance); a check whose measured effect
     sits on its boundary, or a divergence check, is reported and not extended."""
-    from llm_validation.claims.checks import aggregate, diff, make
-    from llm_validation.claims.sequential import DEFAULT_POLICY, second_look
-    from llm_validation.claims.stages import extension_seeds
+    from llm_validation.claims.decide.checks import aggregate, diff, make
+    from llm_validation.claims.decide.sequential import DEFAULT_POLICY, second_look
+    from llm_validation.claims.phases import extension_seeds
 
     # per-seed contrasts with mean 0.15 and sd 0.1: undecided at 3 seeds, decidable within 8
     a, b = {0: 0.35, 1: 0.45, 2: 0.55}, {0: 0.2, 1: 0.4, 2: 0.3}

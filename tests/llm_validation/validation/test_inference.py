@@ -256,7 +256,7 @@ def test_two_look_seed_policy_keeps_its_error_rate(mean):
     measured spread says will decide, alpha split 2.5% + 2.5%) covers at >= 0.95 - tol at
     means on the boundary (where every verdict is wrong) and away from it. Bonferroni is
     conservative by construction, so only the lower end of the band is the criterion."""
-    from llm_validation.claims.sequential import DEFAULT_POLICY, simulate
+    from llm_validation.claims.decide.sequential import DEFAULT_POLICY, simulate
     r = simulate(DEFAULT_POLICY, mean=mean, reps=SEQUENTIAL_SIMS, seed=1)
     assert r["coverage"] >= 0.95 - COVERAGE_TOL / 2, r
     assert r["second_look"] > 0.05, r      # the second look is taken, so it is what is tested
@@ -265,6 +265,6 @@ def test_two_look_seed_policy_keeps_its_error_rate(mean):
 def test_two_look_without_alpha_split_undercovers():
     """The same procedure at 95% at both looks misses more than 5% on the boundary (0.927 at
     these draws): the test above can fail."""
-    from llm_validation.claims.sequential import DEFAULT_POLICY, simulate
+    from llm_validation.claims.decide.sequential import DEFAULT_POLICY, simulate
     r = simulate(DEFAULT_POLICY, mean=0.0, reps=SEQUENTIAL_SIMS, seed=1, split_alpha=False)
     assert r["coverage"] < 0.95 - COVERAGE_TOL / 2, r

@@ -1,0 +1,3 @@
+"""decide room (map filled in below)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""plan room (map filled in below)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""record room (map filled in below)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""report room (map filled in below)."""
+
+__all__: list[str] = []

@@ -1,0 +1,230 @@
+"""One figure per claim in the paper's style (PNG), drawn from the claim's finished runs.
+
+- ``curves``: a logged metric over training per arm, mean over seeds with the range over seeds
+  as a band; panels per optimizer (``by_optimizer``) and per metric; delayed arms carry their
+  final gap in the legend;
+- ``bars``: the sync-async gap per delayed arm, grouped by optimizer, mean with its 95% t
+  interval, each bar annotated with its mean gap;
+- ``ladder``: gap and lag against the horizon, log-log (:mod:`llm_validation.claims.report.stage_figures`);
+- ``lines``: the gap against a swept value (``FigureSpec.x``), per-seed points and the mean with
+  its 95% t interval per series; a ``reference`` arm is a horizontal band.
+
+The title carries the claim's number, figure and status. Nothing is drawn for a claim without
+any finished run (:func:`draw` returns None).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from llm_validation.claims.record.arms import Arm
+from llm_validation.claims.record.claim import Claim
+from llm_validation.claims.decide.data import ClaimData
+from llm_validation.claims.decide.decisions import ClaimResult
+from llm_validation.config import optimizer_label
+from llm_validation.validation.inference import t_interval
+from llm_validation.validation.plots import DPI, plain_ticks
+from llm_validation.validation.runs import RunRecord
+
+__all__ = ["draw", "GAP_LABEL", "VAL_ZOOM"]
+
+GAP_LABEL = "sync-async gap (nats/byte)"
+#: Validation-loss panels show this many nats above the lowest curve (the end of training,
+#: where the gaps are; the first steps from ln 256 = 5.5 would flatten them).
+VAL_ZOOM = 1.0
+_OPT_COLORS = {"adamw": "tab:orange", "muon": "tab:purple", "normuon": "tab:blue",
+               "soap": "tab:green", "sgd": "tab:gray"}
+_BADGE = {"pass": "PASS", "fail": "FAIL", "inconclusive": "inconclusive"}
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _mean_band(runs: list[RunRecord], key: str):
+    """steps, mean, min, max over runs at the steps every run logged (None if none)."""
+    series = [dict(zip(*(a.tolist() for a in r.series(key)))) for r in runs]
+    series = [s for s in series if s]
+    if not series:
+        return None
+    common = sorted(set.intersection(*(set(s) for s in series)))
+    if not common:
+        return None
+    v = np.array([[s[t] for s in series] for t in common])      # [steps, runs]
+    return np.asarray(common), v.mean(axis=1), v.min(axis=1), v.max(axis=1)
+
+
+def _gap_text(d: ClaimData, arm: Arm) -> str:
+    if arm.is_sync:
+        return ""
+    g = d.gaps(arm.key)
+    return f" (gap {np.mean(list(g.values())):.3f})" if g else ""
+
+
+def _curves(ax_grid, claim: Claim, d: ClaimData) -> None:
+    spec = claim.plot
+    opts = claim.optimizers() if spec.by_optimizer else (None,)
+    styles = ["-", "--", ":", "-."]
+    for i, opt in enumerate(opts):
+        for j, (metric, ylabel) in enumerate(zip(spec.metrics, spec.ylabels)):
+            ax = ax_grid[i][j]
+            arms = [a for a in claim.all_arms() if opt is None or a.optimizer == opt]
+            modes = list(dict.fromkeys(a.mode for a in arms))
+            lows = []
+            starts: set[int] = set()     # synchronous-start ends drawn on this panel
+            for k, arm in enumerate(arms):
+                if arm.is_sync and metric not in ("val_loss", "loss"):
+                    continue                  # statistics of the delay: delayed runs only
+                band = _mean_band(d.records(arm.key), metric)
+                if band is None:
+                    continue
+                steps, mean, lo, hi = band
+                lows.append(float(mean.min()))
+                color = f"C{k}" if opt is not None else _OPT_COLORS.get(arm.optimizer, f"C{k}")
+                ls = "-" if opt is not None else styles[modes.index(arm.mode) % len(styles)]
+                ax.plot(steps, mean, ls, color=color, lw=1.6,
+                        label=(arm.label if opt is None else f"{arm.mode} {arm.tag}".strip())
+                        + (_gap_text(d, arm) if metric == "val_loss" else ""))
+                ax.fill_between(steps, lo, hi, color=color, alpha=0.15, lw=0)
+                start = arm.value("delay.sync_start")
+                if start is not None and d.records(arm.key):
+                    at = int(d.records(arm.key)[0].config["delay"]["sync_start"])
+                    if at not in starts:      # one grey line and legend entry per step
+                        ax.axvline(at, color="0.4", lw=0.8, ls=":",
+                                   label=None if starts else "end of synchronous start")
+                        starts.add(at)
+            ax.set_xlabel("optimizer step")
+            ax.set_ylabel(ylabel)
+            if opt is not None:
+                ax.set_title(optimizer_label(opt), fontsize=10)
+            if metric == "loss":
+                ax.set_yscale("log")          # a diverging run spans decades
+                plain_ticks(ax.yaxis)
+            elif metric == "val_loss" and lows:
+                ax.set_ylim(min(lows) - 0.05, min(lows) + VAL_ZOOM)
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+
+
+def _bars(ax, claim: Claim, d: ClaimData) -> None:
+    arms = [a for a in claim.arms if not a.is_sync]
+    opts = claim.optimizers()
+    names = list(dict.fromkeys(f"{a.mode} {a.tag}".strip() for a in arms))
+    width = 0.8 / max(len(names), 1)
+    for i, opt in enumerate(opts):
+        for j, name in enumerate(names):
+            arm = next((a for a in arms if a.optimizer == opt
+                        and f"{a.mode} {a.tag}".strip() == name), None)
+            if arm is None:
+                continue
+            g = list(d.gaps(arm.key).values())
+            if not g:
+                continue
+            iv = t_interval(g)
+            x = i + (j - (len(names) - 1) / 2) * width
+            err = None
+            if iv.bounded:
+                err = [[iv.estimate - iv.lo], [iv.hi - iv.estimate]]
+            ax.bar(x, iv.estimate, width * 0.9, color=f"C{j}",
+                   label=name if i == 0 or len(opts) == 1 else None, yerr=err, capsize=3)
+            ax.scatter([x] * len(g), g, s=8, color="k", zorder=3)
+            top = max(iv.hi if iv.bounded else iv.estimate, max(g))   # above the whisker
+            ax.annotate(f"{iv.estimate:.3f}", (x, top),
+                        textcoords="offset points", xytext=(0, 4), ha="center", fontsize=7)
+    if len(opts) == 1:            # one optimizer: the bars are named on the x axis
+        xs = [(j - (len(names) - 1) / 2) * width for j in range(len(names))]
+        ax.set_xticks(xs, names, rotation=15, fontsize=8)
+        ax.set_xlabel(f"{optimizer_label(opts[0])}, delayed run")
+    else:
+        ax.set_xticks(range(len(opts)), [optimizer_label(o) for o in opts])
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + 0.3 * (hi - lo))          # headroom for the legend
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, title="delayed run", title_fontsize=7, loc="upper right",
+                      ncol=min(len(names), 3))
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_ylabel(GAP_LABEL)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _x_of(r: RunRecord, x: str) -> float:
+    if x == "momentum":
+        return r.momentum
+    if x == "stages":
+        return float(len(r.stage_taus or ()))
+    sec, name = x.split(".")
+    return float(r.config[sec][name])
+
+
+def _lines(ax, claim: Claim, d: ClaimData) -> None:
+    spec = claim.plot
+    series: dict[str, list[tuple[float, float]]] = {}
+    for arm in claim.arms:
+        if arm.is_sync or arm.key == spec.reference:
+            continue
+        recs = {r.seed: r for r in d.records(arm.key)}
+        for seed, g in d.gaps(arm.key).items():
+            series.setdefault(arm.line, []).append((_x_of(recs[seed], spec.x), g))
+    for k, (name, pts) in enumerate(series.items()):
+        xs = sorted({p[0] for p in pts})
+        ivs = [t_interval([g for x, g in pts if x == xv]) for xv in xs]
+        mean = [iv.estimate for iv in ivs]
+        lo = [iv.estimate - iv.lo if iv.bounded else 0.0 for iv in ivs]
+        hi = [iv.hi - iv.estimate if iv.bounded else 0.0 for iv in ivs]
+        ax.errorbar(xs, mean, yerr=[lo, hi], fmt="o-", color=f"C{k}", capsize=3, label=name)
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=10, color=f"C{k}", alpha=0.4)
+    if spec.reference:
+        g = list(d.gaps(spec.reference).values())
+        if g:
+            iv = t_interval(g)
+            ax.axhline(iv.estimate, color="k", ls="--",
+                       label=f"{claim.arm(spec.reference).label} (constant delay)")
+            if iv.bounded:
+                ax.axhspan(iv.lo, iv.hi, color="k", alpha=0.1,
+                           label=f"its {iv.level:.0%} t interval")
+    if spec.logx:
+        ax.set_xscale("log")
+    plain_ticks(ax.xaxis, [x for pts in series.values() for x, _ in pts])
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlabel(spec.xlabel)
+    ax.set_ylabel(GAP_LABEL)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+
+
+def draw(claim: Claim, d: ClaimData, res: ClaimResult, out_dir: str | Path) -> Path | None:
+    """Write ``<out_dir>/<claim id>.png``; None when the claim has no finished run."""
+    if not d.run_names():
+        return None
+    plt = _plt()
+    spec = claim.plot
+    if spec.kind == "curves":
+        rows = len(claim.optimizers()) if spec.by_optimizer else 1
+        cols = len(spec.metrics)
+        fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+        _curves(axes, claim, d)
+    elif spec.kind == "ladder":
+        from llm_validation.claims.report.stage_figures import ladder_axes
+        fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.4))
+        ladder_axes(axes, claim, d)
+    else:
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        (_bars if spec.kind == "bars" else _lines)(ax, claim, d)
+    quick = " (quick: not evidence)" if res.quick else ""
+    fig.suptitle(f"Claim {claim.number} ({claim.figure}): {spec.title}\n"
+                 f"{_BADGE[res.status]}{quick}, {len(d.seeds)} seed(s)", fontsize=10)
+    fig.tight_layout()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{claim.id}.png"
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+

@@ -1,0 +1,195 @@
+"""The ledger: every selected claim's result and figure, written as ``claims.md`` and ``claims.json``.
+
+:func:`assemble` analyses each claim of a plan on the finished runs under ``<out>/runs`` and
+draws its figure into ``<out>/figures``; :func:`write_ledger` writes
+
+- ``claims.json``: the settings (scale, seeds, quick, overrides), the run budget (distinct runs,
+  estimated cost, what this invocation trained and reused), the claim rule and the counts
+  (claims and statements, the paper's section and the theory's), per claim its registry entry
+  (wording, figure, grid, reason, statements) with its result (status, per-statement checks
+  with their kind, per-seed samples, inputs and weights, intervals and the seeds an undecided
+  check would need; measured numbers; the arm table with per-seed losses, gaps and lags), and
+  the per-run table ``runs`` (:mod:`llm_validation.claims.report.runtable`);
+- ``claims.md``: :mod:`llm_validation.claims.report.markdown`.
+
+Both are rewritten whole on every invocation (atomic JSON via ``rundir.write_json``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from llm_validation.claims.decide.sequential import DEFAULT_POLICY, SeedPolicy
+from llm_validation.claims.decide.analysis import analyse
+from llm_validation.claims.decide.data import ClaimData
+from llm_validation.claims.decide.decisions import ClaimResult, decide_ledger
+from llm_validation.claims.decide.familywise import looks_factor
+from llm_validation.claims.report.figures import draw
+from llm_validation.claims.plan.lr_sweep import read_sweep
+from llm_validation.claims.report.markdown import (counts, counts_by_rule, family_info,
+                                            render_markdown, statement_counts)
+from llm_validation.claims.plan.plan import ExecutionSummary, Plan
+from llm_validation.claims.plan.scales import LR_REASON
+from llm_validation.claims.report.runtable import run_table
+from llm_validation.claims.decide.decisions import CLAIM_RULE
+from llm_validation.claims.record.claim import PAPER, THEORY
+from llm_validation.rundir import RunPaths, read_json, write_json
+from llm_validation.validation.power import MAX_SEEDS
+from llm_validation.validation.runs import is_complete
+
+__all__ = ["RUNS_DIR", "FIGURES_DIR", "analyse_ledger", "assemble", "write_ledger",
+           "measured_cost", "GAP_DEFINITION"]
+
+RUNS_DIR = "runs"
+FIGURES_DIR = "figures"
+GAP_DEFINITION = ("gap = final validation loss (at the final weights, same fixed validation "
+                  "batches) of a delayed run minus that of its synchronous partner with the same "
+                  "condition and seed; intervals are 95% over seeds")
+
+
+def analyse_ledger(plan: Plan, out: str | Path, policy: SeedPolicy | None = DEFAULT_POLICY
+                   ) -> tuple[list[ClaimResult], list[ClaimData]]:
+    """Every claim of ``plan`` analysed on ``<out>/runs``, each check decided at the seeds
+    ``policy``'s level for the look its seed count is at
+    (:meth:`~llm_validation.claims.decide.sequential.SeedPolicy.level_at`; None: 95%, one look): the
+    per-check results (what the seeds policy reads) and the claims' data."""
+    results, datas = [], []
+    for claim in plan.claims:
+        data = ClaimData(claim, plan, Path(out) / RUNS_DIR)
+        level = policy.level_at(len(data.seeds)) if policy is not None else None
+        results.append(analyse(claim, data, level))
+        datas.append(data)
+    return results, datas
+
+
+def assemble(plan: Plan, out: str | Path, figures: bool = True,
+             policy: SeedPolicy | None = DEFAULT_POLICY, family: bool = True,
+             analysed: tuple[list[ClaimResult], list[ClaimData]] | None = None
+             ) -> list[ClaimResult]:
+    """The ledger's results: :func:`analyse_ledger` (or ``analysed``, its output, so that a
+    caller that read the per-check results does not analyse twice), then the whole ledger
+    under family-wise control (:func:`~llm_validation.claims.decide.decisions.decide_ledger`: Holm at
+    5% over the paper's leaves, the per-check and BH statuses kept beside; ``family=False``:
+    each check at its own level only), then each claim's figure."""
+    out = Path(out)
+    results, datas = analysed or analyse_ledger(plan, out, policy)
+    if family and not plan.quick:         # quick ledgers are all inconclusive: no family
+        looks = looks_factor(policy) if policy is not None else 1.0
+        results, _ = decide_ledger(results, looks=looks)
+    if figures:
+        results = [res.with_plot(f"{FIGURES_DIR}/{path.name}" if (path := draw(
+            claim, data, res, out / FIGURES_DIR)) else None)
+            for claim, data, res in zip(plan.claims, datas, results)]
+    return results
+
+
+def _settings(plan: Plan) -> dict[str, Any]:
+    return {"scale": plan.scale.name, "model": plan.scale.model, "quick": plan.quick,
+            "seeds": list(plan.seeds), "device": plan.device,
+            "overrides": list(plan.overrides), "scale_notes": list(plan.scale.notes),
+            "learning_rates": dict(plan.scale.lrs), "learning_rate_reason": LR_REASON}
+
+
+def measured_cost(runs_dir: str | Path) -> dict[str, Any]:
+    """What the ledger's finished runs cost, measured: ``runs`` (the run directories under
+    ``runs_dir`` that :func:`~llm_validation.validation.runs.is_complete` counts as finished: lr
+    sweep, claims and extra seeds alike) and ``process_s``, the sum of their recorded wall times
+    (``summary.json``'s ``wall_time_s``). A resumed run records its last invocation only, so the
+    sum is a lower bound; runs of a loaded machine count as they ran."""
+    done = [d for d in sorted(Path(runs_dir).glob("*/")) if is_complete(d)]
+    total = sum(float(read_json(RunPaths(d).summary).get("wall_time_s") or 0.0) for d in done)
+    n = len(done)
+    return {"runs": n, "process_s": round(total, 1),
+            "note": "sum of the finished runs' recorded wall times (lr sweep included); a "
+                    "resumed run counts its last invocation only: a lower bound"}
+
+
+def _budget(plan: Plan, summary: ExecutionSummary | None, out: Path) -> dict[str, Any]:
+    b = {"distinct_runs": len(plan.runs), "available_runs": len(plan.available()),
+         "estimated_process_s": round(plan.cost(), 1), "measured": measured_cost(out / RUNS_DIR)}
+    if summary is not None:
+        b.update(summary.to_dict())
+    return b
+
+
+def _stages(out: Path, seeds_policy: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The lr sweep's table (``lr_sweep.json``) and the seeds policy with its outcome."""
+    return {"lr_sweep": read_sweep(out), "seeds_policy": dict(seeds_policy or {})}
+
+
+def _stages_md(stages: Mapping[str, Any]) -> list[str]:
+    lines = ["## Stages", ""]
+    sweep = stages.get("lr_sweep")
+    if sweep:
+        lines += ["Learning rates (stage 1, `lr_sweep.json`; synchronous runs, mean final "
+                  "validation loss over seeds):", "",
+                  "| optimizer | lr used | source | grid: lr = mean val |", "|---|---|---|---|"]
+        for o, c in sweep["optimizers"].items():
+            grid = ", ".join(f"{r['lr']:.3g} = {r['mean']}" if isinstance(r["mean"], str)
+                             else f"{r['lr']:.3g} = {r['mean']:.4f}" for r in c["grid"])
+            lines.append(f"| {o} | {c['lr']:.4g} | {c['source']} | {grid or '-'} |")
+        lines += ["", f"![lr sweep]({FIGURES_DIR}/lr_sweep.png)", ""]
+    pol = stages.get("seeds_policy") or {}
+    if pol:
+        lines += [f"Seeds policy (stage 3): two looks, first {pol['first']} seeds, then up to "
+                  f"{pol['max_seeds']} for checks the measured spread says would be decided "
+                  f"(power {pol['power']:.0%}), alpha {pol['alpha']:g} split "
+                  f"{pol['level1']:.3f} / {pol['level2']:.3f}: every check of this ledger "
+                  "decides at its look's level.", ""]
+        if pol.get("pending"):
+            lines += ["**This is the first look: the extra seeds below are still training.** "
+                      "The same command finishes them and rewrites this ledger; verdicts of the "
+                      "extended claims may change then (at the same error rate).", ""]
+        beyond = f"more than {MAX_SEEDS} / on the boundary"    # power.seeds_needed's None
+        for e in pol.get("extensions", []):
+            needs = "; ".join(f"{k}: {beyond if v is None else v}" for k, v in e["needs"].items())
+            cut = (f"not run to {e['over_budget']} seeds: over the extra-seeds budget "
+                   f"(~{e.get('added_process_s', 0) / 60:.0f} process-min); "
+                   if e.get("over_budget") else "")
+            need = (f"needs {needs}" if needs else
+                    "no check a seed count decides (its open checks count outcomes)")
+            lines.append(f"- `{e['claim']}`: "
+                         + (f"run to {e['seeds']} seeds; " if e["seeds"] else cut) + need)
+        lines.append("")
+    return lines
+
+
+def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
+                 summary: ExecutionSummary | None = None,
+                 seeds_policy: Mapping[str, Any] | None = None,
+                 protocol: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``claims.json`` and ``claims.md`` under ``out``; returns the JSON object.
+    ``protocol``: the protocol record (:func:`~llm_validation.claims.report.protocol.check_protocol`:
+    digest, commit, re-analysis) stored under ``settings.protocol``."""
+    out = Path(out)
+    stages = _stages(out, seeds_policy)
+    claims = []
+    for claim, res in zip(plan.claims, results):
+        claims.append({**claim.to_dict(), "runs_needed": len(plan.claim_runs(claim.id)),
+                       "estimated_process_s": round(plan.cost(claim.id), 1),
+                       "result": res.to_dict()})
+    datas = [ClaimData(c, plan, out / RUNS_DIR) for c in plan.claims]
+    doc = {"settings": {**_settings(plan), "protocol": dict(protocol or {})},
+           "budget": _budget(plan, summary, out),
+           "gap_definition": GAP_DEFINITION, "claim_rule": CLAIM_RULE,
+           "counts": counts(results, plan.claims),
+           "counts_by_rule": counts_by_rule(results, plan.claims),
+           "family": family_info(results),
+           "statement_counts": {sec: statement_counts(results, sec) for sec in (PAPER, THEORY)},
+           "theory_claims": [c.id for c in plan.claims if c.section == THEORY],
+           "claims": claims, "runs": run_table(datas), "stages": stages}
+    write_json(out / "claims.json", doc)
+    md = render_markdown(plan, results, summary, measured=doc["budget"]["measured"])
+    re = (protocol or {}).get("reanalysis")
+    if protocol:
+        head = (f"Protocol `{str(protocol.get('digest'))[:12]}` (`protocol.json`, written at "
+                f"commit `{str(protocol.get('commit'))[:12]}`).")
+        if re:
+            head = (f"**RE-ANALYSIS (exploratory)**: assembled under protocol "
+                    f"`{str(protocol.get('digest'))[:12]}`, not under rules fixed before its "
+                    f"runs trained ({re.get('note') or 'the runs were trained under protocol ' + str(re.get('recorded'))[:12]}); "
+                    "its verdicts are a re-reading of existing data.")
+        md = md.replace("\n\n", f"\n\n{head}\n\n", 1)
+    (out / "claims.md").write_text(md + "\n" + "\n".join(_stages_md(stages)))
+    return doc
