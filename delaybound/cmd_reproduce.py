@@ -99,6 +99,12 @@ def _scales_table() -> dict:
 
 
 def _list(args: argparse.Namespace) -> int:
+    if args.markdown:
+        from llm_validation.claims.catalogue.registry import ON_REQUEST
+        from llm_validation.claims.report.catalogue_page import catalogue_markdown
+        args.claims = ("all",)
+        print(catalogue_markdown(_plan(args, measure=False), ON_REQUEST), end="")
+        return 0
     from llm_validation.claims.phases import stage_costs
     policy = _policy(args)
     plan = _plan(args, measure=False)
@@ -312,6 +318,8 @@ def register(subparsers: Any) -> None:
                     "inconclusive, the theory's prediction apart, and a figure per claim.")
     a = p.add_argument
     a("--list", action="store_true", help="list the claims, their grids and cost; run nothing")
+    a("--markdown", action="store_true",
+      help="with --list: every claim of the catalogue as a markdown page (docs/catalogue.md)")
     a("--protocol", action="store_true",
       help="write OUT/protocol.json and protocol.md (every rule that decides the verdicts, "
            "with its digest); run nothing")

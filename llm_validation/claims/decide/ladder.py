@@ -47,7 +47,7 @@ __all__ = ["FLOOR_SLOPE", "PAPER_GAP", "SlopeFit", "per_seed_slopes", "fit_slope
 
 #: Half-width of the "floor" band of the log-log slope: |slope| < log2(1.25) = 0.32 means the
 #: gap changes by less than 25% per doubling of the horizon, the same "grows" threshold as the
-#: horizon claim (``analysis_delay.GROWTH_TOL``): a smaller band is below what 3 seeds resolve.
+#: horizon claim (``catalogue.horizon.GROWTH_TOL``): a smaller band is below what 3 seeds resolve.
 FLOOR_SLOPE = math.log(1.25, 2)
 #: The paper's gap (nats) the Muon extrapolation is aimed at ("within about 0.01").
 PAPER_GAP = 0.01

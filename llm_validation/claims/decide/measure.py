@@ -4,7 +4,10 @@
 - :func:`gap_interval` / :func:`mean_gap`: an arm's paired gap over seeds;
 - :func:`gap_ratio_interval`: Fieller's interval of the ratio of two arms' mean gaps (paired);
 - :func:`margin`: the equivalence margin of an arm (a fixed lag, in its loss units);
-- :func:`trend_records`: the run records of some arms, for ``validation.trends`` checks.
+- :func:`trend_records`: the run records of some arms, for ``validation.trends`` checks;
+- :func:`above` / :func:`below`: a one-sided check of a paired contrast ``a - b``;
+- :func:`gap_change` / :func:`vs_base` / :func:`gap_side`: a setting's gap against the base
+  setting's (each gap against its own synchronous partner, same seed).
 """
 
 from __future__ import annotations
@@ -14,15 +17,15 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from llm_validation.claims.decide.checks import Check, with_missing
-from llm_validation.claims.decide.data import ClaimData
+from llm_validation.claims.decide.checks import Check, diff, with_missing
+from llm_validation.claims.decide.data import ClaimData, paired
 from llm_validation.claims.decide.regime import lag_margin
 from llm_validation.validation.contrast import ratio_interval
 from llm_validation.validation.inference import Interval, t_interval
 from llm_validation.validation.runs import RunRecord
 
 __all__ = ["need", "interval_of", "gap_interval", "mean_gap", "gap_ratio_interval", "margin",
-           "margin_text", "trend_records"]
+           "margin_text", "trend_records", "above", "below", "gap_change", "vs_base", "gap_side"]
 
 
 def need(check: Check, d: ClaimData, *keys: str) -> Check:
@@ -72,3 +75,29 @@ def trend_records(d: ClaimData, keys: Sequence[str]) -> list[RunRecord]:
             for r in d.records(k):
                 out[r.name] = r
     return list(out.values())
+
+
+def above(label: str, a, b, scale: float = 1.0) -> Check:
+    """``scale a - b > 0``, paired by seed (``a``, ``b``: (name, per-seed values))."""
+    return diff(label, "side", a, b, scale, boundary=0.0, predicted="above")
+
+
+def below(label: str, a, b) -> Check:
+    """``a - b < 0``, paired by seed."""
+    return diff(label, "side", a, b, boundary=0.0, predicted="below")
+
+
+def gap_change(d: ClaimData, key: str, base: str) -> dict[int, float]:
+    """seed -> gap(key) - gap(base)."""
+    return paired(d.gaps(key), d.gaps(base))
+
+
+def vs_base(text: str, kind: str, d: ClaimData, key: str, base: str, **params) -> Check:
+    """A ``kind`` check of the contrast gap(key) - gap(base), with missing runs named."""
+    return need(diff(text, kind, (f"gap {key}", d.gaps(key)), (f"gap {base}", d.gaps(base)),
+                     **params), d, key, base)
+
+
+def gap_side(text: str, d: ClaimData, key: str, base: str, predicted: str) -> Check:
+    """gap(key) - gap(base) on the ``predicted`` side of 0."""
+    return vs_base(text, "side", d, key, base, boundary=0.0, predicted=predicted)

@@ -2,15 +2,18 @@
 
 A claim carries the paper's wording and figure, the arms it trains (:mod:`llm_validation.claims.record.arms`;
 synchronous partners are added by the plan), the reason for that grid (what the paper did, what
-was scaled down and what the CPU budget forced), the decision rule in words, the theory's
-prediction where the theory has one, and the figure to draw (:class:`FigureSpec`).
+was scaled down and what the CPU budget forced), its statements with their rules in words, the
+theory's prediction where the theory has one, the figure to draw (:class:`FigureSpec`), its
+analysis (``analyse``: one check per statement) and the thresholds its rules use, as a
+:class:`theory.theorem.Theorem` carries its proof. The claims themselves live in the catalogue's
+family modules (:mod:`llm_validation.claims.catalogue`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 from llm_validation.claims.record.arms import Arm
 
@@ -137,6 +140,14 @@ class Claim:
     """The theory's prediction (theorem and direction), or None where it predicts nothing."""
     plot: FigureSpec
     """The figure drawn in the paper's style."""
+    analyse: Callable[[Any, Any], Any] = field(compare=False, repr=False)
+    """Its analysis: ``analyse(claim, data)`` -> :class:`~llm_validation.claims.decide.decisions.ClaimResult`
+    with one check per statement, on the finished runs of
+    :class:`~llm_validation.claims.decide.data.ClaimData` (missing runs: inconclusive, named)."""
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    """The decision constants its rules use beyond the lag margin, by their protocol name
+    (``growth_tolerance``); the analysis reads them here (:meth:`threshold`) and the protocol
+    records them, so neither restates them."""
     min_seeds: int = 0
     """Seeds its arms run over at least (the size ladder's 5); 0: the ledger's ``--seeds``."""
 
@@ -158,9 +169,18 @@ class Claim:
         if any(s.section == "paper" for s in filled) and len(central) != 1:
             raise ValueError(f"Claim {self.id}: needs exactly one central statement among its "
                              f"paper statements, has {central}")
+        if not callable(self.analyse):
+            raise ValueError(f"Claim {self.id}: analyse must be a function (claim, data) -> result")
+        object.__setattr__(self, "thresholds", dict(self.thresholds))
         if isinstance(self.min_seeds, bool) or not isinstance(self.min_seeds, int) or \
                 self.min_seeds < 0:
             raise ValueError(f"Claim {self.id}: min_seeds={self.min_seeds!r} must be an int >= 0")
+
+    def threshold(self, name: str) -> float:
+        """The decision constant ``name`` of its rules (:attr:`thresholds`)."""
+        if name not in self.thresholds:
+            raise KeyError(f"claim {self.id}: no threshold {name!r}; has {sorted(self.thresholds)}")
+        return float(self.thresholds[name])
 
     @property
     def decision(self) -> str:

@@ -31,20 +31,21 @@ Reference
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from llm_validation.claims.catalogue import analysis_delay as ad
+from llm_validation.claims.catalogue.registry import CLAIMS
+from llm_validation.claims.catalogue.registry import thresholds as catalogue_thresholds
 from llm_validation.claims.record.claim import Claim
 from llm_validation.claims.decide.decisions import FAMILY_ALPHA
-from llm_validation.claims.decide.ladder import FLOOR_SLOPE
 from llm_validation.claims.plan.lr_sweep import FIRST_GRID, LR_RATIO, MAX_WIDEN, SWEEP_SEEDS
 from llm_validation.claims.decide.regime import (CHINCHILLA_FIT, PAPER_LAG_FRACTION, PAPER_MODELS,
                                           PAPER_NATS, compute_lag_fraction)
 from llm_validation.claims.plan.scales import Scale, base_config
 from llm_validation.claims.decide.sequential import SeedPolicy
-from llm_validation.claims.sizes.fit import TOLERANCE, rules_text
+from llm_validation.claims.sizes.fit import rules_text
 from llm_validation.claims.decide.decisions import CLAIM_RULE
 from llm_validation.claims.decide.regime import MARGIN_RULE
 from llm_validation.provenance import git_commit
@@ -52,7 +53,7 @@ from llm_validation.rundir import read_json, write_json
 from llm_validation.validation.verdict import MIN_SEEDS
 
 __all__ = ["FAMILY_ALPHA", "FDR_Q", "PROTOCOL_FILE", "PROTOCOL_MD", "ProtocolMismatch",
-           "protocol", "digest", "code_digest", "write_protocol", "check_protocol",
+           "protocol", "digest", "code_digest", "decision_files", "write_protocol", "check_protocol",
            "protocol_markdown"]
 
 #: The false-discovery rate of the Benjamini-Hochberg decisions shown beside them.
@@ -60,11 +61,14 @@ FDR_Q = 0.05
 PROTOCOL_FILE = "protocol.json"
 PROTOCOL_MD = "protocol.md"
 #: The files whose code decides a verdict (hashed into ``code_digest``, informational).
-_DECISION_CODE = ("claims/decide/checks.py", "claims/decide/decisions.py", "claims/catalogue/analysis_delay.py",
-                  "claims/catalogue/analysis_hparams.py", "claims/catalogue/analysis_ladder.py",
-                  "claims/catalogue/analysis_size.py", "claims/decide/measure.py", "claims/decide/regime.py",
-                  "claims/catalogue/statements.py", "claims/decide/ladder.py", "validation/contrast.py",
+#: The family modules of the catalogue's claims (their statements and analyses) are added to
+#: these (:func:`decision_files`).
+_DECISION_CODE = ("claims/decide/checks.py", "claims/decide/decisions.py",
+                  "claims/decide/measure.py", "claims/decide/regime.py", "claims/decide/ladder.py",
+                  "claims/catalogue/vocabulary.py", "validation/contrast.py",
                   "validation/inference.py", "validation/lag.py")
+#: The package the paths of :data:`_DECISION_CODE` are relative to (``llm_validation/``).
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ProtocolMismatch(ValueError):
@@ -119,10 +123,7 @@ def protocol(claims: Sequence[Claim], scale: Scale, policy: SeedPolicy,
                     "derivation": {"paper_nats": PAPER_NATS, "chinchilla_fit": CHINCHILLA_FIT,
                                    "lag_at": {k: compute_lag_fraction(PAPER_NATS, n)
                                               for k, n in PAPER_MODELS.items()}}},
-        "constants": {"growth_tolerance": ad.GROWTH_TOL, "aligned_cos": ad.ALIGNED_COS,
-                      "small_rel_err": ad.SMALL_REL_ERR, "ef_helps_cos": ad.EF_HELPS_COS,
-                      "best_lam_split": ad.BEST_LAM_SPLIT, "floor_slope": FLOOR_SLOPE,
-                      "size_ladder_agreement_factor": TOLERANCE},
+        "constants": catalogue_thresholds(),
         "size_ladder": {"agreement": rules_text(),
                         "fit": "per seed least squares of log(value) on log(N) over the sizes, "
                                "t interval over seeds (claims.ladder.fit_slope); extrapolated "
@@ -148,13 +149,24 @@ def digest(doc: Mapping[str, Any]) -> str:
     return hashlib.sha256(_canonical(rules)).hexdigest()
 
 
+def decision_files() -> tuple[str, ...]:
+    """The files whose code decides a verdict, relative to ``llm_validation/``: the decision
+    modules (:data:`_DECISION_CODE`) and every family module of the catalogue."""
+    families = sorted({Path(inspect.getfile(c.analyse)).resolve().relative_to(_PACKAGE_ROOT)
+                       .as_posix() for c in CLAIMS.values()})
+    return _DECISION_CODE + tuple(families)
+
+
 def code_digest() -> str:
-    """SHA-256 over the decision code's files (:data:`_DECISION_CODE`), informational."""
-    root = Path(__file__).resolve().parent.parent
+    """SHA-256 over the decision code's files (:func:`decision_files`), informational;
+    ``FileNotFoundError`` when one is missing (a relayout must say where the code went)."""
     h = hashlib.sha256()
-    for rel in _DECISION_CODE:
-        p = root / rel
-        h.update(rel.encode() + b"\0" + (p.read_bytes() if p.exists() else b""))
+    for rel in decision_files():
+        p = _PACKAGE_ROOT / rel
+        if not p.is_file():
+            raise FileNotFoundError(f"code_digest: decision code {p} is missing "
+                                    "(update report/protocol.py's _DECISION_CODE)")
+        h.update(rel.encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 
 

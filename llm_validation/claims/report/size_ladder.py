@@ -10,7 +10,7 @@ paper's sizes, decides the agreement checks and writes ``ROOT/size_ladder.md``,
 
 Algorithm
     Per scale: the plan of the ``size-ladder`` claim at the scale's swept lrs (its
-    ``lr_sweep.json``) over :data:`~llm_validation.claims.catalogue.registry.SIZE_LADDER_SEEDS` seeds, the
+    ``lr_sweep.json``) over :data:`~llm_validation.claims.catalogue.size.SIZE_LADDER_SEEDS` seeds, the
     finished runs read by :class:`~llm_validation.claims.decide.data.ClaimData`. A lag censored above
     (no better than the synchronous run's first evaluation) is kept at its bound; one censored
     below (ahead with a flat tail) or non-finite is left out (the horizon ladder's rule). The
@@ -35,7 +35,8 @@ from llm_validation.claims.plan.lr_sweep import read_sweep
 from llm_validation.claims.plan.plan import build_plan
 from llm_validation.claims.report.protocol import FAMILY_ALPHA
 from llm_validation.claims.report.regime_table import read_ledger, regime_markdown, regime_rows
-from llm_validation.claims.catalogue.registry import CLAIMS, SIZE_LADDER_SEEDS
+from llm_validation.claims.catalogue.registry import CLAIMS
+from llm_validation.claims.catalogue.size import SIZE_LADDER_SEEDS
 from llm_validation.claims.plan.scales import SIZE_LADDER, Scale
 from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, ARMS, SizeFit, SizeLadderData,
                                                agreement_checks, size_fits)
@@ -118,13 +119,13 @@ def write_regime_table(root: str | Path, tiny: str | Path, ladder: dict[str, Any
     return table
 
 
-def agreement_verdicts(fits: Mapping[str, Mapping[str, SizeFit]]
+def agreement_verdicts(fits: Mapping[str, Mapping[str, SizeFit]], tolerance: float
                        ) -> tuple[list[Check], dict[str, Any]]:
     """The protocol's agreement checks (:func:`~llm_validation.claims.sizes.fit.
     agreement_checks`) decided as the ledger decides them: each at :data:`AGREEMENT_LEVEL`
     (Bonferroni over the rules, family-wise :data:`FAMILY_ALPHA`; the simulation in
     ``tests/llm_validation/claims/test_size_ladder_coverage.py`` measures that rate)."""
-    checks, measured = agreement_checks(fits)
+    checks, measured = agreement_checks(fits, tolerance=tolerance)
     return [at_level(c, AGREEMENT_LEVEL) for c in checks], measured
 
 
@@ -132,11 +133,14 @@ def assemble_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER
                          tiny: str | Path | None = None) -> dict[str, Any]:
     """Fit, decide, draw and write the size ladder of the ledgers under ``root``; with
     ``tiny`` (the tiny ledger's folder) also the regime table ``root/regime.md``."""
-    root = Path(root)
+    root, claim = Path(root), CLAIMS["size-ladder"]
     data, notes = read_size_ladder(root, scales)
     fits = size_fits(data)
-    checks, measured = agreement_verdicts(fits)
-    fig = draw_size_ladder(data, fits, root / "figures" / "size-ladder.png")
+    # the claim's own agreement factor (its threshold, recorded in every protocol)
+    tolerance = claim.threshold("size_ladder_agreement_factor")
+    checks, measured = agreement_verdicts(fits, tolerance)
+    fig = draw_size_ladder(data, fits, root / "figures" / "size-ladder.png",
+                           tolerance=tolerance)
     lines = ["# The size ladder at 20 tokens per parameter", "",
              f"Sizes read from `{root}`: " + ", ".join(s.name for s in scales) + ". "
              f"The two agreement checks are decided at {AGREEMENT_LEVEL:.1%} each (Bonferroni: "
@@ -144,7 +148,7 @@ def assemble_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER
     if notes:
         lines += ["Missing:", ""] + [f"- {x}" for x in notes] + [""]
     lines += [f"![size ladder](figures/{fig.name})", ""]
-    lines += size_ladder_markdown(data, fits, checks)
+    lines += size_ladder_markdown(data, fits, checks, tolerance=tolerance)
     (root / "size_ladder.md").write_text("\n".join(lines) + "\n")
     doc = {"data": data.to_dict(),
            "fits": {a: {q: f.to_dict() for q, f in by_q.items()} for a, by_q in fits.items()},

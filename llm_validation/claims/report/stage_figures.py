@@ -17,12 +17,12 @@ from typing import Mapping
 
 import numpy as np
 
-from llm_validation.claims.catalogue.analysis_ladder import MODES, ladder_values
+from llm_validation.claims.catalogue.horizon import MODES, ladder_values
 from llm_validation.claims.record.claim import Claim
 from llm_validation.claims.decide.data import ClaimData
 from llm_validation.claims.decide.ladder import PAPER_GAP, crossing, fit_slope
 from llm_validation.claims.plan.lr_sweep import LrChoice, grid_lrs
-from llm_validation.claims.catalogue.registry import LADDER_OPTIMIZERS
+from llm_validation.claims.catalogue.vocabulary import LADDER_OPTIMIZERS
 from llm_validation.config import optimizer_label
 from llm_validation.validation.plots import DPI, plain_ticks
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from delaybound.cli import main
-from llm_validation.claims.catalogue import analysis_delay
+from llm_validation.claims.catalogue import registry
 from llm_validation.claims.report.protocol import (ProtocolMismatch, check_protocol, digest, protocol,
                                             write_protocol)
 from llm_validation.claims.catalogue.registry import get_claims
@@ -16,6 +17,13 @@ from llm_validation.claims.plan.scales import SIZE_LADDER, get_scale
 from llm_validation.claims.decide.sequential import DEFAULT_POLICY
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def _rethreshold(monkeypatch, claim_id: str, **values: float) -> None:
+    """The catalogue with claim ``claim_id``'s thresholds changed (a changed rule)."""
+    c = registry.CLAIMS[claim_id]
+    monkeypatch.setitem(registry.CLAIMS, claim_id, dataclasses.replace(
+        c, thresholds={**c.thresholds, **values}))
 
 
 def _doc(scale="n46k", claims=None):
@@ -26,7 +34,7 @@ def _doc(scale="n46k", claims=None):
 def test_the_digest_is_deterministic_and_moves_with_any_rule(monkeypatch):
     a = _doc()
     assert digest(a) == digest(_doc()) and len(digest(a)) == 64
-    monkeypatch.setattr(analysis_delay, "GROWTH_TOL", 1.5)      # a changed threshold
+    _rethreshold(monkeypatch, "horizon", growth_tolerance=1.5)     # a changed threshold
     assert digest(_doc()) != digest(a)
 
 
@@ -46,7 +54,7 @@ def test_a_changed_rule_is_refused_unless_reanalysed(tmp_path, monkeypatch):
     rec = check_protocol(tmp_path, _doc())
     assert rec["reanalysis"] is None and (tmp_path / "protocol.json").exists()
     assert check_protocol(tmp_path, _doc())["reanalysis"] is None     # same rules: fine
-    monkeypatch.setattr(analysis_delay, "ALIGNED_COS", 0.5)
+    _rethreshold(monkeypatch, "alignment", aligned_cos=0.5)
     with pytest.raises(ProtocolMismatch, match="--reanalyse"):
         check_protocol(tmp_path, _doc())
     rec = check_protocol(tmp_path, _doc(), reanalyse=True)
@@ -66,7 +74,7 @@ def test_cli_refuses_a_changed_rule_with_one_line(tmp_path, monkeypatch, capsys)
     out = str(tmp_path)
     assert main(["reproduce", "--protocol", "--scale", "n46k", "--claims", "horizon",
                  "--out", out]) == 0
-    monkeypatch.setattr(analysis_delay, "GROWTH_TOL", 2.0)
+    _rethreshold(monkeypatch, "horizon", growth_tolerance=2.0)
     capsys.readouterr()
     assert main(["reproduce", "--scale", "n46k", "--claims", "horizon", "--out", out,
                  "--assemble-only", "--jobs", "0"]) == 2

@@ -6,7 +6,8 @@ import json
 
 from delaybound.cli import main
 from llm_validation.claims.plan.plan import build_plan
-from llm_validation.claims.catalogue.registry import CLAIMS, SIZE_LADDER_SEEDS
+from llm_validation.claims.catalogue.registry import CLAIMS
+from llm_validation.claims.catalogue.size import SIZE_LADDER_SEEDS
 from llm_validation.claims.plan.scales import SIZE_LADDER
 from llm_validation.claims.report.size_ladder import assemble_size_ladder, read_size_ladder
 from llm_validation.config import preset
@@ -87,3 +88,19 @@ def test_the_y_range_shows_the_drawn_values_and_clips_a_wider_extrapolation():
     assert ax.get_ylim() == (1.0 / 10 ** _MARGIN_DECADES, 10.0 * 10 ** _MARGIN_DECADES)
     assert _y_range(ax, [1.0, 10.0], [1e-6, 20.0], []) is True     # the low end is clipped
     plt.close(fig)
+
+
+def test_the_assembly_decides_with_the_claims_own_agreement_factor(tmp_path, monkeypatch):
+    """The size ladder's agreement factor is the claim's threshold (the one its protocol
+    records): a catalogue with another factor moves the assembled bound."""
+    import dataclasses
+
+    from llm_validation.claims.catalogue import registry
+    _ledgers(tmp_path)
+    base = assemble_size_ladder(tmp_path)["measured"]
+    assert base["agreement tolerance (factor)"] == 2.0
+    claim = registry.CLAIMS["size-ladder"]
+    monkeypatch.setitem(registry.CLAIMS, "size-ladder", dataclasses.replace(
+        claim, thresholds={"size_ladder_agreement_factor": 3.0}))
+    moved = assemble_size_ladder(tmp_path)["measured"]
+    assert moved["agreement tolerance (factor)"] == 3.0

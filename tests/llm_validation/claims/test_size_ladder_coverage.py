@@ -28,7 +28,7 @@ from llm_validation.validation.verdict import INCONCLUSIVE
 #: The ladder's sizes, from the presets the ledgers run (total -> non-embedding parameters).
 SIZES = {m.n_params(): m.n_params() - 2 * m.vocab_size * m.d_model
          for m in (preset(n) for n in ("n46k", "n113k", "n267k"))}
-#: The size-ladder claim's seeds (registry.SIZE_LADDER_SEEDS).
+#: The size-ladder claim's seeds (catalogue.size.SIZE_LADDER_SEEDS).
 SEEDS = range(5)
 #: Replications: the binomial standard error of a 95% coverage is 0.0049 at 2,000.
 REPS = 2000
@@ -99,7 +99,7 @@ def test_the_agreement_checks_hold_the_family_wise_error():
         arms = _at_the_boundaries(rng)
         d = SizeLadderData(gap_fraction=arms, lag_fraction=arms, non_embedding=SIZES)
         fits = size_fits(d, targets={TARGET: N_STAR})
-        checks, _ = agreement_verdicts(fits)
+        checks, _ = agreement_verdicts(fits, TOLERANCE)
         assert len(checks) == 2
         wrong += any(c.status != INCONCLUSIVE for c in checks)
         # the weaker rule: each check at 95%, no Bonferroni over the two
