@@ -1,5 +1,6 @@
-"""``delaybound reproduce``: the paper's 16 empirical claims, the project's claim 17 and the
-horizon ladder as a ledger.
+"""``delaybound reproduce``: the claims of the catalogue as a ledger (the paper's 16 empirical
+claims, the project's claim 17, the horizon ladder and the size ladder). This module parses the
+flags and prints; the ledger itself is :func:`llm_validation.claims.reproduce.reproduce`.
 
 - ``reproduce --size-ladder ROOT``: the size ladder fitted across the 20:1 ledgers under ROOT
   (:mod:`llm_validation.claims.report.size_ladder`), training nothing.
@@ -12,10 +13,10 @@ horizon ladder as a ledger.
   [--jobs J] [--threads T] [--device cpu|cuda] [--quick] [--set [OPT:]SEC.FIELD=VALUE]
   [--max-seeds N] [--extra-budget MIN] [--keep-checkpoints] [--quiet] [--json]
   [--reanalyse] [--stop-after sweep]``: records the protocol (``OUT/protocol.json``, refused
-  when OUT holds another unless ``--reanalyse``), runs the stages
+  when OUT holds another unless ``--reanalyse``), runs the phases
   (:mod:`llm_validation.claims.phases`: lr sweep -> the claims' runs -> extra seeds), training
   what is missing into ``DIR/runs`` (resumable: one run directory per distinct config, shared
-  across claims and stages, through the sweep runner), then writes ``DIR/claims.md``,
+  across claims and phases, through the sweep runner), then writes ``DIR/claims.md``,
   ``DIR/claims.json``, ``DIR/lr_sweep.json`` and ``DIR/figures/<id>.png``. A progress line per
   finished run on stderr with an ETA weighted by the estimated cost left.
 
@@ -40,49 +41,18 @@ def _ids(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
-def _policy(args: argparse.Namespace):
-    from llm_validation.claims.decide.sequential import SeedPolicy
-    if args.max_seeds < 3:
-        raise ValueError(f"--max-seeds {args.max_seeds}: must be >= 3 (the first look's seeds)")
-    return SeedPolicy(max_seeds=args.max_seeds, budget_min=args.extra_budget)
-
-
-def _threads(args: argparse.Namespace) -> int:
-    return args.threads or max(1, (os.cpu_count() or 1) // max(args.jobs, 1))
-
-
-def _plan(args: argparse.Namespace, *, measure: bool, scale=None, claim_seeds=None,
-          cost_model=None):
-    """The plan (at ``scale``, default ``--scale``; ``claim_seeds``: the seeds policy's second
-    look), its costs from ``cost_model``, else the machine's calibration (cached in ``--out``;
-    measured now when ``measure`` and there is none), else the scale's constants."""
-    from llm_validation.claims.plan.calibration import load_or_calibrate
-    from llm_validation.claims.plan.plan import build_plan
-    from llm_validation.claims.catalogue.registry import get_claims
-    from llm_validation.claims.plan.scales import get_scale
-    if args.seeds is not None and args.seeds < 1:
-        raise ValueError(f"--seeds {args.seeds}: needs at least 1 seed (3 for a verdict)")
+def _options(args: argparse.Namespace):
+    """The flags as the library's :class:`~llm_validation.claims.reproduce.Options`."""
+    from llm_validation.claims.reproduce import Options
     check_at_least("--jobs", args.jobs, 0)
     check_at_least("--threads", args.threads, 1)
     check_overrides("--set", args.set)
-    n = args.seeds if args.seeds is not None else (1 if args.quick else 3)
-    scale = scale or get_scale(args.scale)
-    claims = get_claims(args.claims or scale.claims)
-    overrides = tuple(args.set or ())
-    kw = dict(seeds=tuple(range(n)), quick=args.quick, device=args.device, overrides=overrides,
-              claim_seeds=claim_seeds)
-    if cost_model is not None:
-        return build_plan(claims, scale, cost_model=cost_model, **kw)
-    plan = build_plan(claims, scale, **kw)
-    if not args.out or not plan.available():
-        return plan
-    optimizers = [r.cfg.optim.name for r in plan.available()]
-    if measure and not args.quiet:
-        print("[reproduce] calibrating the cost model on this machine (cached in "
-              f"{os.path.join(args.out, 'calibration.json')})", file=sys.stderr, flush=True)
-    costs = load_or_calibrate(args.out, scale, optimizers, quick=args.quick, device=args.device,
-                              overrides=overrides, threads=_threads(args), measure=measure)
-    return plan if costs is None else build_plan(claims, scale, cost_model=costs, **kw)
+    return Options(scale=args.scale, claims=args.claims, seeds=args.seeds, quick=args.quick,
+                   device=args.device, overrides=tuple(args.set or ()), jobs=args.jobs,
+                   threads=args.threads, max_seeds=args.max_seeds,
+                   extra_budget_min=args.extra_budget, keep_checkpoints=args.keep_checkpoints,
+                   reanalyse=args.reanalyse, assemble_only=args.assemble_only,
+                   stop_after=args.stop_after, progress=not args.quiet)
 
 
 def _scales_table() -> dict:
@@ -99,15 +69,19 @@ def _scales_table() -> dict:
 
 
 def _list(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from llm_validation.claims.reproduce import plan_for, policy_of
+    options = _options(args)
     if args.markdown:
         from llm_validation.claims.catalogue.registry import ON_REQUEST
         from llm_validation.claims.report.catalogue_page import catalogue_markdown
-        args.claims = ("all",)
-        print(catalogue_markdown(_plan(args, measure=False), ON_REQUEST), end="")
+        plan = plan_for(dataclasses.replace(options, claims=("all",)))
+        print(catalogue_markdown(plan, ON_REQUEST), end="")
         return 0
     from llm_validation.claims.phases import stage_costs
-    policy = _policy(args)
-    plan = _plan(args, measure=False)
+    policy = policy_of(options)
+    plan = plan_for(options, args.out)
     jobs = max(args.jobs, 1)
     stages = stage_costs(plan.claims, plan.scale, plan, quick=plan.quick,
                          overrides=plan.overrides, policy=policy)
@@ -138,7 +112,7 @@ def _list(args: argparse.Namespace) -> int:
     for s in stages:
         bound = (f" (at most ~{s['estimated_process_s_max'] / 60:.0f})"
                  if "estimated_process_s_max" in s else "")
-        print(f"stage {s['stage']}: ~{s['estimated_process_s'] / 60:.0f} process-min{bound}")
+        print(f"phase {s['stage']}: ~{s['estimated_process_s'] / 60:.0f} process-min{bound}")
     print(f"\n{totals['distinct_runs']} distinct runs (claims) at scale {plan.scale.name}, "
           f"{len(plan.seeds)} seed(s): ~{totals['estimated_process_s'] / 60:.0f} "
           f"process-minutes with the lr sweep, ~{totals['estimated_wall_s'] / 60:.0f} minutes "
@@ -149,45 +123,13 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _protocol_doc(args: argparse.Namespace, plan) -> dict:
-    from llm_validation.claims.report.protocol import protocol
-    return protocol(plan.claims, plan.scale, _policy(args), plan.seeds, plan.overrides)
-
-
 def _write_protocol(args: argparse.Namespace) -> int:
     from llm_validation.claims.report.protocol import write_protocol
+    from llm_validation.claims.reproduce import protocol_doc
     check_out_dir("--out", args.out)
-    doc = write_protocol(args.out, _protocol_doc(args, _plan(args, measure=False)))
+    doc = write_protocol(args.out, protocol_doc(_options(args)))
     print(f"protocol {doc['digest'][:12]} (commit {str(doc['commit'])[:12]}) written to "
           f"{os.path.join(args.out, 'protocol.json')} and protocol.md")
-    return 0
-
-
-def _assemble_only(args: argparse.Namespace, plan, policy, record) -> int:
-    """Re-assemble a ledger from its finished runs, training nothing: the lrs of its
-    ``lr_sweep.json`` and the seeds its recorded stage 3 ran each claim to."""
-    import dataclasses
-    from llm_validation.claims.report.ledger import assemble, write_ledger
-    from llm_validation.claims.plan.lr_sweep import read_sweep
-    from llm_validation.rundir import read_json
-    sweep = read_sweep(args.out)
-    if sweep is None:
-        raise ValueError(f"--assemble-only: {args.out} has no lr_sweep.json")
-    scale = dataclasses.replace(plan.scale, lrs={**plan.scale.lrs, **{
-        o: float(c["lr"]) for o, c in sweep["optimizers"].items()}})
-    old = os.path.join(args.out, "claims.json")
-    exts = (read_json(old).get("stages", {}).get("seeds_policy", {}).get("extensions", [])
-            if os.path.exists(old) else [])
-    chosen = {e["claim"]: tuple(range(e["seeds"])) for e in exts if e.get("seeds")}
-    plan = _plan(args, measure=False, scale=scale, cost_model=plan.cost_model,
-                 claim_seeds=chosen)
-    results = assemble(plan, args.out, policy=policy)
-    doc = write_ledger(plan, results, args.out, None,
-                       seeds_policy={**policy.to_dict(), "extensions": exts},
-                       protocol=record)
-    c = doc["counts"]
-    print(f"re-assembled (trained nothing): the paper's claims {c['pass']} pass, {c['fail']} "
-          f"fail, {c['inconclusive']} inconclusive; {os.path.join(args.out, 'claims.md')}")
     return 0
 
 
@@ -225,94 +167,43 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return _reproduce(args)
 
 
-def _reproduce(args: argparse.Namespace) -> int:
-    policy = _policy(args)
-    from llm_validation.claims.report.protocol import check_protocol
-    # the rules are recorded (or checked against the recorded ones) before anything runs
-    record = check_protocol(args.out, _protocol_doc(args, _plan(args, measure=False)),
-                            reanalyse=args.reanalyse)
-    plan = _plan(args, measure=not args.assemble_only)
-    if plan.device == "cuda":
+def _check_device(device: str) -> None:
+    if device == "cuda":
         import torch
         if not torch.cuda.is_available():
             raise ValueError("--device cuda: no CUDA device is available here")
-    from llm_validation.claims.report.ledger import (FIGURES_DIR, RUNS_DIR, analyse_ledger, assemble,
-                                              write_ledger)
-    from llm_validation.claims.plan.plan import execute
-    from llm_validation.claims.phases import extension_seeds, lr_stage, within_budget
-    threads = _threads(args)
-    runs_dir = os.path.join(args.out, RUNS_DIR)
-    errors: list[str] = []
-    trained = [0]              # every stage's runs, the lr sweep's included
 
-    def train(p):
-        s = execute(p, runs_dir, jobs=args.jobs, threads=threads, progress=not args.quiet,
-                    keep_checkpoints=args.keep_checkpoints)
-        errors.extend(s.errors)
-        trained[0] += s.ran
-        return s
 
-    if args.assemble_only:
-        return _assemble_only(args, plan, policy, record)
-    if not args.quiet:
-        print("[reproduce] stage 1/3: lr sweep", file=sys.stderr, flush=True)
-    scale, _ = lr_stage(plan.scale, plan.claims, args.out, quick=plan.quick, device=args.device,
-                        overrides=plan.overrides, train=train, runs_dir=RUNS_DIR,
-                        figures_dir=FIGURES_DIR, cost_model=plan.cost_model)
-    plan = _plan(args, measure=False, scale=scale, cost_model=plan.cost_model)
-    if args.stop_after == "sweep":
-        print(f"[reproduce] stopped after the lr sweep ({os.path.join(args.out, 'lr_sweep.json')})",
-              file=sys.stderr, flush=True)
-        return 1 if errors else 0
-    if not args.quiet:
-        print("[reproduce] stage 2/3: the claims' runs", file=sys.stderr, flush=True)
-    summary = train(plan)
-    # the seeds policy is per check (each check's look at 97.5%, as the protocol states): which
-    # claims get extra seeds is read off the per-check decisions, not the family's
-    analysed = analyse_ledger(plan, args.out, policy)
-    results = assemble(plan, args.out, policy=policy, analysed=analysed)
-    exts = [] if plan.quick else extension_seeds(analysed[0], policy, len(plan.seeds))
-    base = plan
-    exts = within_budget(exts, base, lambda chosen: _plan(
-        args, measure=False, scale=scale, cost_model=base.cost_model, claim_seeds=chosen),
-        policy.budget_min * 60)
-    policy_doc = {**policy.to_dict(), "extensions": [e.to_dict() for e in exts]}
-    if any(e.seeds for e in exts):
-        # the first look's ledger, so that a stop during stage 3 leaves a readable ledger
-        write_ledger(plan, results, args.out, summary,
-                     seeds_policy={**policy_doc, "pending": True}, protocol=record)
-        if not args.quiet:
-            print("[reproduce] first look written to "
-                  f"{os.path.join(args.out, 'claims.md')}; stage 3/3: extra seeds",
-                  file=sys.stderr, flush=True)
-        plan = _plan(args, measure=False, scale=scale, cost_model=plan.cost_model,
-                     claim_seeds={e.claim_id: tuple(range(e.seeds)) for e in exts if e.seeds})
-        summary = summary.followed_by(train(plan))
-        results = assemble(plan, args.out, policy=policy)
-    doc = write_ledger(plan, results, args.out, summary, seeds_policy=policy_doc,
-                       protocol=record)
-    if args.json:
-        print_json(doc)
+def _reproduce(args: argparse.Namespace) -> int:
+    from llm_validation.claims.reproduce import reproduce
+    o = reproduce(_options(args), args.out, check_device=_check_device)
+    ledger = os.path.join(args.out, "claims.md")
+    if o.doc is None:                       # stopped after the lr sweep
+        pass
+    elif args.assemble_only:
+        c = o.doc["counts"]
+        print(f"re-assembled (trained nothing): the paper's claims {c['pass']} pass, "
+              f"{c['fail']} fail, {c['inconclusive']} inconclusive; {ledger}")
+    elif args.json:
+        print_json(o.doc)
     else:
-        for claim, r in zip(plan.claims, results):
+        for claim, r in zip(o.plan.claims, o.results):
             print(f"{r.status.upper():12s} {claim.number:2d}. {claim.id}: {r.reason[:160]}")
-        c, t = doc["counts"], doc["statement_counts"]["theory"]
+        c, t = o.doc["counts"], o.doc["statement_counts"]["theory"]
         print(f"\nthe paper's claims: {c['pass']} pass, {c['fail']} fail, {c['inconclusive']} "
               f"inconclusive; the theory's statements: {t['pass']} pass, {t['fail']} fail, "
-              f"{t['inconclusive']} inconclusive; "
-              f"trained {trained[0]} runs (all stages), reused {summary.reused} of the "
-              "claims' runs; "
-              f"ledger: {os.path.join(args.out, 'claims.md')}")
-    for e in errors:
+              f"{t['inconclusive']} inconclusive; trained {o.trained} runs (all phases), "
+              f"reused {o.summary.reused} of the claims' runs; ledger: {ledger}")
+    for e in o.errors:
         print(f"delaybound reproduce: run failed: {e}", file=sys.stderr)
-    return 1 if errors else 0
+    return 1 if o.errors else 0
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "reproduce", help="the paper's empirical claims as a ledger (runs what is missing)",
-        description="Train the runs the 18 claims need (the paper's 16, the project's claim 17 "
-                    "and the horizon ladder; resumable, shared between claims) in stages (lr "
+        description="Train the runs the catalogue's claims need (the paper's 16, the project's "
+                    "claim 17, the horizon and the size ladder; resumable, shared between claims) in phases (lr "
                     "sweep, claims, extra seeds), then write OUT/claims.md and OUT/claims.json: "
                     "per statement the measured numbers with intervals over seeds, pass / fail / "
                     "inconclusive, the theory's prediction apart, and a figure per claim.")
@@ -336,9 +227,9 @@ def register(subparsers: Any) -> None:
            "size and the size trend")
     a("--assemble-only", action="store_true",
       help="re-assemble the ledger in OUT from its finished runs, training nothing (its "
-           "lr_sweep.json's lrs, the seeds its recorded stage 3 chose)")
+           "lr_sweep.json's lrs, the seeds its recorded extra-seeds phase chose)")
     a("--stop-after", choices=["sweep"],
-      help="stop after a stage (sweep: the lr sweep only, e.g. to tune before the protocol "
+      help="stop after a phase (sweep: the lr sweep only, e.g. to tune before the protocol "
            "of the claims' runs is committed)")
     a("--claims", type=_ids, metavar="ID,...", help="claim ids (default: all; see --list)")
     a("--scale", default="tiny", help="tiny (CPU, default), small (CPU) or smollm-135m (GPU)")

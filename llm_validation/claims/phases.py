@@ -25,14 +25,14 @@ from llm_validation.claims.record.claim import Claim
 from llm_validation.claims.plan.lr_sweep import (FIRST_GRID, LR_RATIO, MAX_WIDEN, SWEEP_SEEDS,
                                             LrChoice, overridden, run_lr_sweep, sweep_cost,
                                             tuned_scale, write_sweep)
-from llm_validation.claims.plan.plan import Plan, build_plan, config_plan, execute
+from llm_validation.claims.plan.plan import Plan, config_plan
 from llm_validation.claims.plan.scales import AUX_OPTIMIZERS, Scale
 from llm_validation.claims.decide.seeds import distances
 from llm_validation.claims.decide.sequential import SeedPolicy, second_look
 from llm_validation.validation.verdict import INCONCLUSIVE
 
 __all__ = ["optimizers_of", "sweep_order", "lr_stage", "stage_costs", "extension_seeds", "Extension",
-           "extended_plan", "within_budget"]
+           "within_budget"]
 
 
 def optimizers_of(claims: Sequence[Claim]) -> tuple[str, ...]:
@@ -205,12 +205,3 @@ def within_budget(extensions: Sequence[Extension], base: Plan,
             out[e.claim_id] = Extension(e.claim_id, None, e.needs, over_budget=e.seeds,
                                         cost_s=alone[e.claim_id])
     return [out.get(e.claim_id, e) for e in extensions]
-
-
-def extended_plan(claims: Sequence[Claim], scale: Scale, extensions: Sequence[Extension], *,
-                  seeds: Sequence[int], quick: bool, device: str | None,
-                  overrides: Sequence[str]) -> Plan:
-    """The plan with every extended claim's seeds raised to its second look."""
-    own = {e.claim_id: tuple(range(e.seeds)) for e in extensions if e.seeds}
-    return build_plan(claims, scale, seeds=seeds, quick=quick, device=device,
-                      overrides=overrides, claim_seeds=own)

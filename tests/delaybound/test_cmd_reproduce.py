@@ -85,34 +85,34 @@ def test_quick_end_to_end_then_nothing_to_run(tmp_path, capsys):
     assert listed["cost_model"]["source"] == "calibrated"
 
 
-def test_extra_seeds_stage_writes_the_first_look_then_the_extended_ledger(tmp_path, capsys,
+def test_extra_seeds_phase_writes_the_first_look_then_the_extended_ledger(tmp_path, capsys,
                                                                            monkeypatch):
-    """Stage 3 end to end on real micro runs: the seeds policy's extension (forced here: which
+    """Phase 3 end to end on real micro runs: the seeds policy's extension (forced here: which
     checks extend is tested in claims/test_stages.py) trains seed 3 of the claim's arms, the
     first look's ledger is written before (marked pending), the final one after with 4 seeds,
     and a second invocation trains nothing."""
-    from llm_validation.claims import phases as stages
-    from llm_validation.claims.report import ledger
+    from llm_validation.claims import phases
+    from llm_validation.claims import reproduce as front_door
 
-    monkeypatch.setattr(stages, "extension_seeds",
-                        lambda results, policy, seeds_now: [stages.Extension("dcasgd", 4,
+    monkeypatch.setattr(front_door, "extension_seeds",
+                        lambda results, policy, seeds_now: [phases.Extension("dcasgd", 4,
                                                                              {"forced": 4})])
     written = []
-    real_write = ledger.write_ledger
+    real_write = front_door.write_ledger
 
     def recording(plan, results, out, summary=None, seeds_policy=None, protocol=None):
         written.append(bool((seeds_policy or {}).get("pending")))
         doc = real_write(plan, results, out, summary, seeds_policy, protocol)
         written.append((tmp_path / "claims.md").read_text().count("still training"))
         return doc
-    monkeypatch.setattr(ledger, "write_ledger", recording)
+    monkeypatch.setattr(front_door, "write_ledger", recording)
     args = ["reproduce", "--claims", "dcasgd", "--jobs", "0", "--out", str(tmp_path), "--json",
             "--set", "muon:optim.lr=0.01", *MICRO]
     assert main(args) == 0
     out = capsys.readouterr()
     doc = json.loads(out.out)
     assert written == [True, 1, False, 0]
-    assert "first look written" in out.err and "stage 3/3: extra seeds" in out.err
+    assert "first look written" in out.err and "phase 3/3: extra seeds" in out.err
     assert doc["budget"]["ran"] == 16 and doc["claims"][0]["result"]["n_seeds"] == 4
     (ext,) = doc["stages"]["seeds_policy"]["extensions"]
     assert ext["claim"] == "dcasgd" and ext["seeds"] == 4

@@ -4,7 +4,7 @@
   against a scale's base run, and its synchronous partner;
 - :mod:`~llm_validation.claims.record.claim`: the :class:`~llm_validation.claims.record.claim.Claim`
   (its statements, arms, grid, figure, analysis and thresholds) and its
-  :class:`~llm_validation.claims.record.claim.Statement`\ s.
+  :class:`~llm_validation.claims.record.claim.Statement` records.
 """
 
 __all__: list[str] = []

@@ -27,7 +27,7 @@ from llm_validation.claims.decide.decisions import ClaimResult, decide_ledger
 from llm_validation.claims.decide.familywise import looks_factor
 from llm_validation.claims.report.figures import draw
 from llm_validation.claims.plan.lr_sweep import read_sweep
-from llm_validation.claims.report.markdown import (counts, counts_by_rule, family_info,
+from llm_validation.claims.report.markdown import (FIGURES_DIR, counts, counts_by_rule, family_info,
                                             render_markdown, statement_counts)
 from llm_validation.claims.plan.plan import ExecutionSummary, Plan
 from llm_validation.claims.plan.scales import LR_REASON
@@ -35,14 +35,12 @@ from llm_validation.claims.report.runtable import run_table
 from llm_validation.claims.decide.decisions import CLAIM_RULE
 from llm_validation.claims.record.claim import PAPER, THEORY
 from llm_validation.rundir import RunPaths, read_json, write_json
-from llm_validation.validation.power import MAX_SEEDS
 from llm_validation.validation.runs import is_complete
 
-__all__ = ["RUNS_DIR", "FIGURES_DIR", "analyse_ledger", "assemble", "write_ledger",
+__all__ = ["RUNS_DIR", "analyse_ledger", "assemble", "write_ledger",
            "measured_cost", "GAP_DEFINITION"]
 
 RUNS_DIR = "runs"
-FIGURES_DIR = "figures"
 GAP_DEFINITION = ("gap = final validation loss (at the final weights, same fixed validation "
                   "batches) of a delayed run minus that of its synchronous partner with the same "
                   "condition and seed; intervals are 95% over seeds")
@@ -118,43 +116,6 @@ def _stages(out: Path, seeds_policy: Mapping[str, Any] | None) -> dict[str, Any]
     return {"lr_sweep": read_sweep(out), "seeds_policy": dict(seeds_policy or {})}
 
 
-def _stages_md(stages: Mapping[str, Any]) -> list[str]:
-    lines = ["## Stages", ""]
-    sweep = stages.get("lr_sweep")
-    if sweep:
-        lines += ["Learning rates (stage 1, `lr_sweep.json`; synchronous runs, mean final "
-                  "validation loss over seeds):", "",
-                  "| optimizer | lr used | source | grid: lr = mean val |", "|---|---|---|---|"]
-        for o, c in sweep["optimizers"].items():
-            grid = ", ".join(f"{r['lr']:.3g} = {r['mean']}" if isinstance(r["mean"], str)
-                             else f"{r['lr']:.3g} = {r['mean']:.4f}" for r in c["grid"])
-            lines.append(f"| {o} | {c['lr']:.4g} | {c['source']} | {grid or '-'} |")
-        lines += ["", f"![lr sweep]({FIGURES_DIR}/lr_sweep.png)", ""]
-    pol = stages.get("seeds_policy") or {}
-    if pol:
-        lines += [f"Seeds policy (stage 3): two looks, first {pol['first']} seeds, then up to "
-                  f"{pol['max_seeds']} for checks the measured spread says would be decided "
-                  f"(power {pol['power']:.0%}), alpha {pol['alpha']:g} split "
-                  f"{pol['level1']:.3f} / {pol['level2']:.3f}: every check of this ledger "
-                  "decides at its look's level.", ""]
-        if pol.get("pending"):
-            lines += ["**This is the first look: the extra seeds below are still training.** "
-                      "The same command finishes them and rewrites this ledger; verdicts of the "
-                      "extended claims may change then (at the same error rate).", ""]
-        beyond = f"more than {MAX_SEEDS} / on the boundary"    # power.seeds_needed's None
-        for e in pol.get("extensions", []):
-            needs = "; ".join(f"{k}: {beyond if v is None else v}" for k, v in e["needs"].items())
-            cut = (f"not run to {e['over_budget']} seeds: over the extra-seeds budget "
-                   f"(~{e.get('added_process_s', 0) / 60:.0f} process-min); "
-                   if e.get("over_budget") else "")
-            need = (f"needs {needs}" if needs else
-                    "no check a seed count decides (its open checks count outcomes)")
-            lines.append(f"- `{e['claim']}`: "
-                         + (f"run to {e['seeds']} seeds; " if e["seeds"] else cut) + need)
-        lines.append("")
-    return lines
-
-
 def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
                  summary: ExecutionSummary | None = None,
                  seeds_policy: Mapping[str, Any] | None = None,
@@ -180,16 +141,7 @@ def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
            "theory_claims": [c.id for c in plan.claims if c.section == THEORY],
            "claims": claims, "runs": run_table(datas), "stages": stages}
     write_json(out / "claims.json", doc)
-    md = render_markdown(plan, results, summary, measured=doc["budget"]["measured"])
-    re = (protocol or {}).get("reanalysis")
-    if protocol:
-        head = (f"Protocol `{str(protocol.get('digest'))[:12]}` (`protocol.json`, written at "
-                f"commit `{str(protocol.get('commit'))[:12]}`).")
-        if re:
-            head = (f"**RE-ANALYSIS (exploratory)**: assembled under protocol "
-                    f"`{str(protocol.get('digest'))[:12]}`, not under rules fixed before its "
-                    f"runs trained ({re.get('note') or 'the runs were trained under protocol ' + str(re.get('recorded'))[:12]}); "
-                    "its verdicts are a re-reading of existing data.")
-        md = md.replace("\n\n", f"\n\n{head}\n\n", 1)
-    (out / "claims.md").write_text(md + "\n" + "\n".join(_stages_md(stages)))
+    (out / "claims.md").write_text(render_markdown(
+        plan, results, summary, measured=doc["budget"]["measured"], protocol=protocol,
+        stages=stages))
     return doc

@@ -14,7 +14,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from llm_validation.claims.decide.armtable import SCALE_FREE
-from llm_validation.claims.decide.checks import Check, level_of
+from llm_validation.claims.decide.checks import Check
 from llm_validation.claims.record.claim import Claim
 from llm_validation.claims.decide.decisions import ClaimResult, StatementResult
 from llm_validation.claims.decide.familywise import leaves as family_leaves
@@ -25,8 +25,11 @@ from llm_validation.validation.inference import Interval, level_text
 from llm_validation.validation.power import MAX_SEEDS
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS
 
+#: The ledger's figures folder (under its ``--out``).
+FIGURES_DIR = "figures"
+
 __all__ = ["render_markdown", "counts", "counts_by_rule", "family_info", "statement_counts",
-           "BADGE", "HOW_TO_READ"]
+           "BADGE", "HOW_TO_READ", "FIGURES_DIR"]
 
 BADGE = {PASS: "PASS", FAIL: "FAIL", INCONCLUSIVE: "inconclusive"}
 #: How a statement's role shows in the summary table (central: its verdict is the claim's).
@@ -196,18 +199,74 @@ def _headline(results: Sequence[ClaimResult], claims: Sequence[Claim], n: int) -
             f"{_count_text(by['old_rule'])}.", ""]
 
 
+def _phases_md(stages: Mapping[str, Any]) -> list[str]:
+    lines = ["## Stages", ""]
+    sweep = stages.get("lr_sweep")
+    if sweep:
+        lines += ["Learning rates (stage 1, `lr_sweep.json`; synchronous runs, mean final "
+                  "validation loss over seeds):", "",
+                  "| optimizer | lr used | source | grid: lr = mean val |", "|---|---|---|---|"]
+        for o, c in sweep["optimizers"].items():
+            grid = ", ".join(f"{r['lr']:.3g} = {r['mean']}" if isinstance(r["mean"], str)
+                             else f"{r['lr']:.3g} = {r['mean']:.4f}" for r in c["grid"])
+            lines.append(f"| {o} | {c['lr']:.4g} | {c['source']} | {grid or '-'} |")
+        lines += ["", f"![lr sweep]({FIGURES_DIR}/lr_sweep.png)", ""]
+    pol = stages.get("seeds_policy") or {}
+    if pol:
+        lines += [f"Seeds policy (stage 3): two looks, first {pol['first']} seeds, then up to "
+                  f"{pol['max_seeds']} for checks the measured spread says would be decided "
+                  f"(power {pol['power']:.0%}), alpha {pol['alpha']:g} split "
+                  f"{pol['level1']:.3f} / {pol['level2']:.3f}: every check of this ledger "
+                  "decides at its look's level.", ""]
+        if pol.get("pending"):
+            lines += ["**This is the first look: the extra seeds below are still training.** "
+                      "The same command finishes them and rewrites this ledger; verdicts of the "
+                      "extended claims may change then (at the same error rate).", ""]
+        beyond = f"more than {MAX_SEEDS} / on the boundary"    # power.seeds_needed's None
+        for e in pol.get("extensions", []):
+            needs = "; ".join(f"{k}: {beyond if v is None else v}" for k, v in e["needs"].items())
+            cut = (f"not run to {e['over_budget']} seeds: over the extra-seeds budget "
+                   f"(~{e.get('added_process_s', 0) / 60:.0f} process-min); "
+                   if e.get("over_budget") else "")
+            need = (f"needs {needs}" if needs else
+                    "no check a seed count decides (its open checks count outcomes)")
+            lines.append(f"- `{e['claim']}`: "
+                         + (f"run to {e['seeds']} seeds; " if e["seeds"] else cut) + need)
+        lines.append("")
+    return lines
+
+
+def _protocol_line(protocol: Mapping[str, Any] | None) -> list[str]:
+    """The protocol the ledger was decided under, or the re-analysis label."""
+    if not protocol:
+        return []
+    re = protocol.get("reanalysis")
+    head = (f"Protocol `{str(protocol.get('digest'))[:12]}` (`protocol.json`, written at "
+            f"commit `{str(protocol.get('commit'))[:12]}`).")
+    if re:
+        head = (f"**RE-ANALYSIS (exploratory)**: assembled under protocol "
+                f"`{str(protocol.get('digest'))[:12]}`, not under rules fixed before its "
+                f"runs trained ({re.get('note') or 'the runs were trained under protocol ' + str(re.get('recorded'))[:12]}); "
+                "its verdicts are a re-reading of existing data.")
+    return [head, ""]
+
+
 def render_markdown(plan: Plan, results: Sequence[ClaimResult],
                     summary: ExecutionSummary | None = None,
-                    measured: Mapping[str, Any] | None = None) -> str:
-    """``claims.md``: the header (scale, headline counts under each rule, the run budget with
-    ``summary``'s trained/reused counts and the ``measured`` cost,
-    :func:`~llm_validation.claims.report.ledger.measured_cost`), the claims table, one section per
-    claim and the theory's section."""
+                    measured: Mapping[str, Any] | None = None,
+                    protocol: Mapping[str, Any] | None = None,
+                    stages: Mapping[str, Any] | None = None) -> str:
+    """All of ``claims.md``: the header (the ``protocol`` record's digest or its re-analysis
+    label, scale, headline counts under each rule, the run budget with ``summary``'s
+    trained/reused counts and the ``measured`` cost,
+    :func:`~llm_validation.claims.report.ledger.measured_cost`), the claims table, one section
+    per claim, the theory's section and the phases (``stages``: the lr sweep's table and the
+    seeds policy's outcome, as in ``claims.json``)."""
     claims, s = plan.claims, plan.scale
     paper = [(c, r) for c, r in zip(claims, results) if c.section == PAPER]
     quick = (" **QUICK ledger: shortened runs, not evidence; every status is inconclusive "
              "(the would-be status is in the reason).**" if plan.quick else "")
-    lines = ["# Claims ledger", "",
+    lines = ["# Claims ledger", "", *_protocol_line(protocol),
              f"Scale `{s.name}` (model `{s.model}`), seeds {list(plan.seeds)}, device "
              f"`{plan.device}`" + (f", overrides `{' '.join(plan.overrides)}`"
                                   if plan.overrides else "") + ". "
@@ -249,4 +308,4 @@ def render_markdown(plan: Plan, results: Sequence[ClaimResult],
     for c, r in zip(claims, results):
         if c.section == THEORY:
             lines += _claim_section(c, r, plan, THEORY)
-    return "\n".join(lines)
+    return "\n".join(lines + _phases_md(stages or {}))
