@@ -27,6 +27,7 @@ torch, ...) are not part of the graph. Violations are reported as edges
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
@@ -478,3 +479,32 @@ def test_import_parser_on_a_synthetic_package(tmp_path):
         ("low.sub.leaf", "high.app", "TYPE_CHECKING"), ("low.sub.leaf", "high.app", "function")]
     assert cycles(modules, [(e.src, e.dst) for e in edges]) == [
         ["high.app", "low.sub", "low.sub.leaf"]]
+
+
+# ------------------------------------------------------------------ the module table of the docs
+_ROW = re.compile(r"^\| `([^`]+\.py)` \|", re.M)
+
+
+def _table_rows() -> dict[str, set[str]]:
+    """Package -> the module paths (relative to it) of docs/architecture.md's module table."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    out: dict[str, set[str]] = {}
+    for section in re.split(r"^### ", text, flags=re.M)[1:]:
+        pkg = section.split("/", 1)[0].strip()
+        if pkg in LAYERS:
+            out.setdefault(pkg, set()).update(_ROW.findall(section))
+    return out
+
+
+def test_every_module_has_one_row_in_the_architecture_table():
+    """docs/architecture.md's module table cannot drift: every module of the four packages has
+    a row, and every row names a module that exists."""
+    modules, _ = _repo_graph()
+    rows = _table_rows()
+    have = {(_layer(m), p.relative_to(ROOT / _layer(m)).as_posix()) for m, p in modules.items()}
+    listed = {(pkg, rel) for pkg, rels in rows.items() for rel in rels}
+    missing = sorted(f"{pkg}/{rel}" for pkg, rel in have - listed
+                     if not (rel.endswith("__init__.py") and rel != "__init__.py"))
+    stale = sorted(f"{pkg}/{rel}" for pkg, rel in listed - have)
+    assert not missing, "modules without a row in docs/architecture.md:\n  " + "\n  ".join(missing)
+    assert not stale, "rows of docs/architecture.md naming no module:\n  " + "\n  ".join(stale)

@@ -1,4 +1,5 @@
-"""Every `delaybound` command shown in README.md and docs/*.md runs as written.
+"""Every `delaybound` command shown in README.md, benchmarks/README.md and docs/*.md runs as
+written.
 
 The commands are extracted generically (any subcommand, present or future): every line of a
 fenced code block that starts with ``delaybound`` (backslash continuations joined, trailing
@@ -27,7 +28,8 @@ import pytest
 from delaybound.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "benchmarks" / "README.md",
+        *sorted((ROOT / "docs").glob("*.md"))]
 #: Seconds a documented command may take to count as cheap (and be run); a command still
 #: running then is stopped and checked like a long one (parse + --help). Generous for a
 #: loaded 2-core machine, where the interpreter and torch import alone take several seconds.
