@@ -72,6 +72,10 @@ def register(subparsers: Any) -> None:
     a("--model-config", metavar="FILE.json",
       help="model shape from a JSON object of ModelConfig fields (n_layer, d_model, n_head, "
            "n_kv_head, d_ff, max_seq_len, tied, ...; missing ones take the defaults)")
+    a("--set", action="append", metavar="[OPT:]SEC.FIELD=VALUE",
+      help="set any config field by its dotted path (e.g. --set optim.beta2=0.99; repeatable; "
+           "OPT: applies it only when the run's optimizer is OPT): new knobs come through here, "
+           "the named flags are frozen")
     a("--config", metavar="FILE.json",
       help="start from a saved config (a run's config.json, or its run directory): re-runs "
            "that run exactly; flags given as well override its values")
@@ -244,7 +248,11 @@ def config_from_args(args: argparse.Namespace) -> Any:
         vocab = base.model.vocab_size               # the resumed run's (maybe padded) vocabulary
     if vocab is not None:
         d["model"]["vocab_size"] = vocab
-    return with_prepared_data(TrainConfig.from_dict(d), vocab)
+    cfg = TrainConfig.from_dict(d)
+    if args.set:
+        from llm_validation.sweep.grid import apply_overrides
+        cfg = apply_overrides(cfg, args.set)
+    return with_prepared_data(cfg, vocab)
 
 
 def run(args: argparse.Namespace) -> int:

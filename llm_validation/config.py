@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from llm_validation.hardware import NS_DTYPES, resolve_ns_dtype
 
@@ -30,6 +30,8 @@ __all__ = [
     "DelayConfig",
     "RunConfig",
     "TrainConfig",
+    "field_value",
+    "set_field",
     "PRESETS",
     "preset",
     "pipedream_taus",
@@ -709,3 +711,36 @@ class TrainConfig:
     def replace(self, **sections: Any) -> "TrainConfig":
         """Copy with whole sections replaced, e.g. ``cfg.replace(run=new_run)``."""
         return dataclasses.replace(self, **sections)
+
+    def with_fields(self, changes: Mapping[str, Any] | Iterable[tuple[str, Any]]
+                    ) -> "TrainConfig":
+        """Copy with ``section.field`` paths set (``{"optim.beta2": 0.99}``, or pairs applied
+        in order), validated once as a whole; ``KeyError`` naming a path that is not a config
+        field (:func:`set_field`). The one dotted-path override of the project: ``train
+        --set``, sweeps' and the claims' ``--set`` and the claims' arms all go through it."""
+        d = self.to_dict()
+        for path, value in (changes.items() if isinstance(changes, Mapping) else changes):
+            set_field(d, path, value)
+        return TrainConfig.from_dict(d)
+
+
+def field_value(d: Mapping[str, Any], path: str) -> Any:
+    """The value at ``section.field`` of a config dict (:meth:`TrainConfig.to_dict`'s shape);
+    ``KeyError`` with a one-line reason when ``path`` is not a config field."""
+    section, _, name = path.partition(".")
+    if not name or "." in name:
+        raise KeyError(f"{path!r}: a config field is section.field (e.g. optim.beta2)")
+    if section not in d:
+        raise KeyError(f"{path} is not a config field: no section {section!r} (have "
+                       f"{', '.join(d)})")
+    if name not in d[section]:
+        raise KeyError(f"{path} is not a config field in this checkout")
+    return d[section][name]
+
+
+def set_field(d: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``section.field`` of a config dict in place (tuples stored as lists, as
+    :meth:`TrainConfig.to_dict` writes them); ``KeyError`` as :func:`field_value`."""
+    field_value(d, path)
+    section, _, name = path.partition(".")
+    d[section][name] = list(value) if isinstance(value, tuple) else value

@@ -46,6 +46,7 @@ from llm_validation.config import (
     OptimConfig,
     RunConfig,
     TrainConfig,
+    field_value,
     preset,
 )
 
@@ -139,18 +140,20 @@ def parse_override(text: str) -> tuple[str | None, str, str, Any]:
 
 
 def apply_overrides(cfg: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
-    """``cfg`` with ``section.field=value`` overrides (for its optimizer or for all)."""
-    d = cfg.to_dict()
+    """``cfg`` with ``section.field=value`` overrides (for its optimizer or for all), through
+    :meth:`~llm_validation.config.TrainConfig.with_fields`."""
+    changes = []
     for text in overrides:
         opt, section, name, value = parse_override(text)
-        if opt is not None and opt != cfg.optim.name:
-            continue
-        if section not in d:
-            raise ValueError(f"override {text!r}: no section {section!r}; have {list(d)}")
-        if name not in d[section]:
-            raise ValueError(f"override {text!r}: {section} has no field {name!r}")
-        d[section][name] = value
-    return TrainConfig.from_dict(d)
+        if opt is None or opt == cfg.optim.name:
+            changes.append((f"{section}.{name}", value, text))
+    d = cfg.to_dict()
+    for path, value, text in changes:      # each checked, so a bad one is named with its text
+        try:
+            field_value(d, path)
+        except KeyError as exc:
+            raise ValueError(f"override {text!r}: {exc.args[0]}") from None
+    return cfg.with_fields([(path, value) for path, value, _ in changes])
 
 
 def _tuple(value: Any, what: str) -> tuple:

@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from llm_validation.config import TrainConfig, optimizer_label
+from llm_validation.config import TrainConfig, field_value, optimizer_label, set_field
 
 __all__ = ["Times", "OfSteps", "Arm", "sync", "delayed", "resolve", "describe_value",
            "Unavailable"]
@@ -139,20 +139,17 @@ def delayed(optimizer: str, mode: str = "2bw", cond: Mapping[str, Any] | None = 
 
 
 def _set(d: dict[str, Any], section: str, name: str, value: Any, arm: Arm) -> None:
-    if section not in d:
-        raise Unavailable(f"arm {arm.key}: the config has no section {section!r}")
-    if name not in d[section]:
-        raise Unavailable(f"arm {arm.key}: {section}.{name} is not a config field in this "
-                          "checkout")
+    path = f"{section}.{name}"
+    try:
+        base = field_value(d, path)
+    except KeyError as exc:
+        raise Unavailable(f"arm {arm.key}: {exc.args[0]}") from None
     if isinstance(value, Times):
-        base = d[section][name]
         if isinstance(base, bool) or not isinstance(base, (int, float)):
-            raise ValueError(f"arm {arm.key}: {section}.{name}={base!r} cannot be scaled")
+            raise ValueError(f"arm {arm.key}: {path}={base!r} cannot be scaled")
         value = type(base)(round(base * value.factor)) if isinstance(base, int) \
             else float(base * value.factor)
-    if isinstance(value, tuple):
-        value = list(value)
-    d[section][name] = value
+    set_field(d, path, value)
 
 
 def resolve(arm: Arm, base: TrainConfig) -> TrainConfig:
