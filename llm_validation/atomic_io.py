@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-__all__ = ["atomic_write", "write_text", "write_json", "torch_save", "disk_error", "describe",
+__all__ = ["atomic_write", "write_text", "write_json", "read_json", "torch_save", "disk_error", "describe",
            "clean_json", "DISK_ERRNOS"]
 
 #: errnos that no run can get past on the same disk (a sweep stops on them): full disk, quota,
@@ -95,6 +95,21 @@ def write_text(path: str | Path, text: str) -> Path:
 def write_json(path: str | Path, obj: Any) -> None:
     """Strict JSON (NaN/inf -> null), written atomically."""
     write_text(path, json.dumps(clean_json(obj), indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON object in ``path``; a file that is not JSON is a ``ValueError`` naming the file,
+    the line and column, and what the parser expected there."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"file not found: {path}")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                         f"{exc.msg})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not valid JSON (not UTF-8 text)") from None
 
 
 def torch_save(path: str | Path, payload: Mapping[str, Any]) -> Path:

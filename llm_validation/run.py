@@ -50,6 +50,7 @@ def run(cfg: TrainConfig, *, progress: bool = True,
         else contextlib.nullcontext()
     with lock:
         if emulated:
-            emulator_checkpoint(cfg)   # resuming a pipeline's run here: its checkpoint, converted
+            if cfg.run.resume:     # resuming a pipeline's run here: its checkpoint, converted
+                emulator_checkpoint(cfg)
             return train(cfg, progress=progress, callback=callback)
         return launch_pipeline(cfg, progress=progress)

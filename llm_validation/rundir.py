@@ -17,7 +17,6 @@ Checkpoints are written to a temporary file and renamed (atomic); the newest
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import sys
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from llm_validation.atomic_io import disk_error, torch_save, write_json, write_text
+from llm_validation.atomic_io import disk_error, read_json, torch_save, write_json, write_text
 from llm_validation.config import TrainConfig
 from llm_validation.metrics_rows import decode_row, encode_row
 
@@ -82,21 +81,6 @@ class RunPaths:
         """True when the directory already holds a run (metrics or checkpoints)."""
         return self.metrics.exists() or (self.checkpoints.is_dir()
                                          and any(self.checkpoints.iterdir()))
-
-
-def read_json(path: str | Path) -> Any:
-    """The JSON object in ``path``; a file that is not JSON is a ``ValueError`` naming the file,
-    the line and column, and what the parser expected there."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"file not found: {path}")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                         f"{exc.msg})") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path} is not valid JSON (not UTF-8 text)") from None
 
 
 class TruncatedMetricsWarning(UserWarning):

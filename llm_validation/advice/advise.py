@@ -45,7 +45,7 @@ from llm_validation.advice.time_to_target import (MIN_LAG_FRACTION, REFERENCE,
 from llm_validation.advice.transfer import Target
 from llm_validation.advice.transfer_choice import choose, score_laws
 
-__all__ = ["MODES", "AdviseSpec", "predict_delay_cost", "advise", "recommendation",
+__all__ = ["MODES", "AdviseSpec", "advise", "recommendation",
            "one_horizon_warnings"]
 
 #: Delayed schedule -> the pilot's run mode that measures it.
@@ -89,35 +89,6 @@ class AdviseSpec:
 def _interval_fractions(pred: GapPrediction, ref: SyncReference) -> dict[str, float]:
     return {k: lag_fraction_from_gap(ref.steps, ref.vals, getattr(pred, k))
             for k in ("estimate", "lo", "hi")}
-
-
-def predict_delay_cost(all_pairs: Sequence[DelayPair], ref: SyncReference, optimizer: str,
-                       mode: str, target_steps: float) -> dict[str, Any] | None:
-    """Predictions of ``mode``'s gap fraction at ``target_steps`` (``empirical``, ``theory``
-    where each applies), the one used (``used``) and its lag fraction interval on ``ref``;
-    None when neither predictor applies."""
-    own = [p for p in all_pairs if p.optimizer == optimizer and p.mode == mode]
-    preds: dict[str, GapPrediction] = {}
-    if own:
-        preds["empirical"] = predict_empirical(own, target_steps)
-    cal = calibrate(all_pairs, optimizer, mode)
-    if cal.n:
-        try:
-            preds["theory"] = predict_theory(ref.runs, cal)
-        except ValueError:
-            pass                     # the reference runs did not log the statistics
-    if not preds:
-        return None
-    used = "empirical" if "empirical" in preds else "theory"
-    p = preds[used]
-    f = _interval_fractions(p, ref)
-    return {"mode": mode, "used": used, "predictions": {k: v.to_dict() for k, v in preds.items()},
-            "gap_fraction": {"estimate": p.estimate, "lo": p.lo, "hi": p.hi},
-            "gap_at_pilot_scale": {k: getattr(p, k) * ref.loss_drop for k in
-                                   ("estimate", "lo", "hi")},
-            "lag_fraction": f,
-            "lag_steps": {k: v * target_steps for k, v in f.items()},
-            "pairs": len(own)}
 
 
 def recommendation(ttt: dict[str, Any], table: dict[str, Any],

@@ -56,6 +56,7 @@ import torch
 
 from llm_validation.rundir import read_json, write_json
 from llm_validation.training.model import stage_activation_dtype
+from llm_validation.simulation.profile import PROFILE_FILE, PROFILE_SCHEMA, PROFILE_VERSION
 
 __all__ = ["ActionTimer", "HostClock", "CudaEventClock", "clock_for", "WARMUP_STEPS",
            "MAX_PENDING_INTERVALS", "PROFILE_FILE", "PROFILE_SCHEMA", "PROFILE_VERSION",
@@ -69,10 +70,6 @@ WARMUP_STEPS = 3
 #: synchronisation, so it happens once per this many intervals (a few hundred steps of a
 #: typical stage) and at the end, never inside every step.
 MAX_PENDING_INTERVALS = 4096
-#: The file, its schema name and version (one definition; the simulator reads them from here).
-PROFILE_FILE = "profile.json"
-PROFILE_SCHEMA = "delaybound.profile"
-PROFILE_VERSION = 1
 
 _KINDS = ("forward", "backward", "recv_wait", "send", "step", "side", "wall", "schedule",
           "flush", "checkpoint", "verdict_wait")

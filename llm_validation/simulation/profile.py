@@ -50,12 +50,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from llm_validation.pipeline.profile import PROFILE_FILE, PROFILE_SCHEMA, PROFILE_VERSION
-from llm_validation.rundir import read_json, write_json
+from llm_validation.atomic_io import read_json, write_json
 
-__all__ = ["PROFILE_FILE", "SCHEMA", "VERSION", "StageProfile", "Profile", "read_profile",
+__all__ = ["PROFILE_FILE", "PROFILE_SCHEMA", "PROFILE_VERSION", "SCHEMA", "VERSION", "StageProfile", "Profile", "read_profile",
            "write_profile"]
 
+#: The file, its schema name and version: one definition, torch-free (the pipeline's profiler
+#: writes them from here; the simulator reads them without importing torch).
+PROFILE_FILE = "profile.json"
+PROFILE_SCHEMA = "delaybound.profile"
+PROFILE_VERSION = 1
 SCHEMA, VERSION = PROFILE_SCHEMA, PROFILE_VERSION
 
 

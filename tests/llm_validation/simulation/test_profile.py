@@ -53,3 +53,17 @@ def test_missing_files_say_what_to_do(tmp_path):
     (tmp_path / "profile.json").write_text("{")
     with pytest.raises(ValueError, match="not valid JSON"):
         read_profile(tmp_path)
+
+
+def test_the_profile_schema_is_torch_free():
+    """The simulator reads profile.json (its file name, schema and version defined once, in
+    simulation/profile.py) without importing torch; the pipeline's profiler writes them."""
+    import subprocess
+    import sys
+    code = ("import sys, llm_validation.simulation.profile as p; "
+            "assert 'torch' not in sys.modules, 'torch imported'; print(p.PROFILE_SCHEMA)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    from llm_validation.pipeline import profile as writer
+    assert writer.PROFILE_SCHEMA == out.stdout.strip() and writer.PROFILE_FILE == "profile.json"
