@@ -34,14 +34,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from llm_validation.advice.delay_term import FAMILIES, calibrate, predict_theory
-from llm_validation.advice.horizon import GapPrediction, predict_empirical
+from llm_validation.advice.delay_term import FAMILIES
 from llm_validation.advice.model_uncertainty import (extrapolation, model_time_ratios,
                                                      transfer_delay_cost)
-from llm_validation.advice.pilot import DelayPair, PilotRun, SyncReference, pairs, sync_curve
+from llm_validation.advice.pilot import PilotRun, pairs, sync_curve
 from llm_validation.advice.throughput import DELAYED_ADVISED, SYNC_ADVISED
 from llm_validation.advice.time_to_target import (MIN_LAG_FRACTION, REFERENCE,
-                                                  lag_fraction_from_gap, ratios_to_reference)
+                                                  ratios_to_reference)
 from llm_validation.advice.transfer import Target
 from llm_validation.advice.transfer_choice import choose, score_laws
 
@@ -84,11 +83,6 @@ class AdviseSpec:
         if self.params is not None and not (isinstance(self.params, (int, float))
                                             and math.isfinite(self.params) and self.params > 0):
             raise ValueError(f"--params must be a positive number, got {self.params!r}")
-
-
-def _interval_fractions(pred: GapPrediction, ref: SyncReference) -> dict[str, float]:
-    return {k: lag_fraction_from_gap(ref.steps, ref.vals, getattr(pred, k))
-            for k in ("estimate", "lo", "hi")}
 
 
 def recommendation(ttt: dict[str, Any], table: dict[str, Any],
