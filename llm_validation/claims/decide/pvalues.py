@@ -7,9 +7,9 @@ intervals at ``L`` with its boundaries. Its **nominal p-value** is
 
 (1.0 when no level decides it: fewer than ``MIN_SEEDS`` seeds, a group not measured, an
 estimate on its boundary). It is what a family-wise procedure adjusts
-(:mod:`llm_validation.claims.decide.familywise`). :func:`pvalue_by_bisection` computes it from that
-definition with :func:`~llm_validation.claims.decide.checks.at_level` (the reference);
-:func:`nominal_pvalue` in closed form, through :func:`seed_routes` / :func:`group_routes`,
+(:mod:`llm_validation.claims.decide.familywise`). The tests compute it from that definition by
+bisection with :func:`~llm_validation.claims.decide.checks.at_level` (the reference,
+``tests/llm_validation/claims/oracles.py``); :func:`nominal_pvalue` computes it in closed form, through :func:`seed_routes` / :func:`group_routes`,
 which are vectorised over replicates for the simulations.
 
 Algorithm
@@ -72,20 +72,14 @@ from typing import Mapping
 import numpy as np
 from scipy import special
 
-from llm_validation.claims.decide.checks import PART_KINDS, SEED_KINDS, Check, at_level
+from llm_validation.claims.decide.checks import PART_KINDS, SEED_KINDS, Check
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, MIN_SEEDS, PASS
 
-__all__ = ["FAMILY_KINDS", "A_MIN", "BISECT_STEPS", "Routes", "seed_routes", "group_routes",
-           "routes", "status_at", "decidable", "nominal_pvalue", "pvalue_by_bisection"]
+__all__ = ["FAMILY_KINDS", "Routes", "seed_routes", "group_routes",
+           "routes", "status_at", "decidable", "nominal_pvalue"]
 
 #: Kinds with a p-value (``divergence`` and the aggregates have none).
 FAMILY_KINDS = SEED_KINDS + ("same_sign", "no_consistent_effect")
-#: Smallest error rate the bisection tries: below it ``1 - a`` keeps too few digits of ``a``
-#: in double precision (relative error ~2e-16 / a); a p-value below it is reported as 0.
-A_MIN = 1e-12
-#: Bisection steps on log(a) over [A_MIN, 1 - A_MIN]: 2^-48 of the 28-nat range (1e-13
-#: relative in a), finer than the tolerance the closed forms are tested to.
-BISECT_STEPS = 48
 
 #: A check's outcomes in the order its kind tests them: (status, threshold) pairs; the status
 #: at level ``1 - a`` is the first whose threshold is below ``a``.
@@ -217,29 +211,3 @@ def nominal_pvalue(c: Check) -> float | None:
     if rts is None:
         return None
     return float(min(1.0, min(float(t) for _, t in rts)))
-
-
-def pvalue_by_bisection(c: Check) -> float | None:
-    """``p_nom(c)`` from its definition, by bisection on ``log a`` with
-    :func:`~llm_validation.claims.decide.checks.at_level` deciding at ``1 - a`` (the decided set is
-    ``{a > p_nom}``: an interval that lies on a side of a point stays there as the level
-    drops). 1.0 when ``a = 1 - A_MIN`` decides nothing; 0.0 when ``a = A_MIN`` already
-    decides (p below :data:`A_MIN`); None for ``divergence``. The reference
-    :func:`nominal_pvalue` is tested against."""
-    if c.kind in PART_KINDS:
-        raise ValueError(f"pvalue_by_bisection: {c.label!r} is an aggregate")
-    if c.kind not in FAMILY_KINDS:
-        return None
-
-    def decides(log_a: float) -> bool:
-        return at_level(c, 1.0 - math.exp(log_a)).status != INCONCLUSIVE
-
-    lo, hi = math.log(A_MIN), math.log1p(-A_MIN)
-    if not decides(hi):
-        return 1.0
-    if decides(lo):
-        return 0.0
-    for _ in range(BISECT_STEPS):
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if decides(mid) else (mid, hi)
-    return math.exp(hi)

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from llm_validation.claims.decide.checks import aggregate, at_level, make, not_measured
 from llm_validation.claims.decide.familywise import LOOKS
-from llm_validation.claims.decide.pvalues import (A_MIN, FAMILY_KINDS, nominal_pvalue,
-                                           pvalue_by_bisection, routes, status_at)
+from llm_validation.claims.decide.pvalues import FAMILY_KINDS, nominal_pvalue, routes, status_at
 from llm_validation.claims.decide.sequential import DEFAULT_POLICY
+from tests.llm_validation.claims.oracles import A_MIN, pvalue_by_bisection
 
 #: Closed form vs bisection: below A_MIN the bisection reports 0 (a level 1 - a keeps too few
 #: digits of a); above it the bisection resolves a to 1e-13 and scipy's t tail and quantile

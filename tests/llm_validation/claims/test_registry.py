@@ -1,5 +1,6 @@
-"""The registry holds the 18 claims (the paper's 16, the project's 17, the horizon ladder); the
-plan shares runs between them and fits the CPU budget; run names are unique per config and stable."""
+"""The catalogue holds every claim (the paper's 16, the project's 17, the horizon ladder 18, the
+size ladder 19); the plan shares runs between them and fits the CPU budget; run names are unique
+per config and stable."""
 
 from __future__ import annotations
 
