@@ -79,11 +79,11 @@ def _list(args: argparse.Namespace) -> int:
         plan = plan_for(dataclasses.replace(options, claims=("all",)))
         print(catalogue_markdown(plan, ON_REQUEST), end="")
         return 0
-    from llm_validation.claims.phases import stage_costs
+    from llm_validation.claims.phases import phase_costs
     policy = policy_of(options)
     plan = plan_for(options, args.out)
     jobs = max(args.jobs, 1)
-    stages = stage_costs(plan.claims, plan.scale, plan, quick=plan.quick,
+    stages = phase_costs(plan.claims, plan.scale, plan, quick=plan.quick,
                          overrides=plan.overrides, policy=policy)
     rows = [{**c.to_dict(), "runs_needed": len(plan.claim_runs(c.id)),
              "estimated_process_s": round(plan.cost(c.id), 1)} for c in plan.claims]

@@ -22,7 +22,7 @@ Rooms, lowest first; a module imports only from its own room or lower ones
    (3, 6, 7, 12), ``recipe`` (8-11), ``fixes`` (13, 14, 16, 17), ``size`` (19), and
    ``registry`` (every claim listed once).
 6. :mod:`~llm_validation.claims.report`: what is written. ``protocol`` (the rules, before the
-   runs), ``runtable``, ``figures``, ``stage_figures``, ``markdown`` (claims.md), ``ledger``
+   runs), ``runtable``, ``figures`` (one per claim, the ladder's and the lr sweep's), ``markdown`` (claims.md), ``ledger``
    (assemble and write claims.md / claims.json), ``catalogue_page`` (docs/catalogue.md),
    ``size_ladder`` and ``regime_table`` (across the per-size ledgers).
 7. Top: :mod:`~llm_validation.claims.phases` (lr sweep -> the claims' runs -> extra seeds) and

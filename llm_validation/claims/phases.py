@@ -1,4 +1,4 @@
-"""The ledger's stages in order: lr sweep -> the claims' runs -> extra seeds where they decide.
+"""The ledger's phases in order: lr sweep -> the claims' runs -> extra seeds where they decide.
 
 1. **lr sweep** (:mod:`llm_validation.claims.plan.lr_sweep`): each optimizer the selected claims use
    gets its peak lr from synchronous runs at the scale; the claims then run on the tuned scale
@@ -10,9 +10,10 @@
    at its look's level (``SeedPolicy.level_at``, through ``ledger.assemble``), so the stated
    error rate holds over both looks.
 
-Every stage trains through :func:`llm_validation.claims.plan.plan.execute` into the same ``runs/``
+Every phase trains through :func:`llm_validation.claims.plan.plan.execute` into the same ``runs/``
 (named by config), so an interrupted ledger resumes where it stopped and a finished one trains
-nothing. :func:`stage_costs` gives ``reproduce --list`` each stage's cost.
+nothing. :func:`phase_costs` gives ``reproduce --list`` each phase's cost. (The ledger files keep the
+key ``stages`` and the heading "Stages" for these phases: their format is unchanged.)
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from llm_validation.claims.decide.seeds import distances
 from llm_validation.claims.decide.sequential import SeedPolicy, second_look
 from llm_validation.validation.verdict import INCONCLUSIVE
 
-__all__ = ["optimizers_of", "sweep_order", "lr_stage", "stage_costs", "extension_seeds", "Extension",
+__all__ = ["optimizers_of", "sweep_order", "sweep_phase", "phase_costs", "extension_seeds", "Extension",
            "within_budget"]
 
 
@@ -40,14 +41,14 @@ def optimizers_of(claims: Sequence[Claim]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(o for c in claims for o in c.optimizers()))
 
 
-def lr_stage(scale: Scale, claims: Sequence[Claim], out: str | Path, *, quick: bool,
+def sweep_phase(scale: Scale, claims: Sequence[Claim], out: str | Path, *, quick: bool,
              device: str | None, overrides: Sequence[str], train: Callable[[Plan], Any],
              runs_dir: str = "runs", figures_dir: str = "figures", cost_model: Any = None
              ) -> tuple[Scale, dict[str, LrChoice]]:
-    """Stage 1: sweep (runs in ``out/runs_dir``), store the table under ``out`` and the figure
+    """Phase 1: sweep (runs in ``out/runs_dir``), store the table under ``out`` and the figure
     under ``out/figures_dir``, return the tuned scale. ``train(plan)`` trains a plan's
     missing runs. ``--quick`` sweeps one seed."""
-    from llm_validation.claims.report.stage_figures import draw_lr_sweep
+    from llm_validation.claims.report.figures import draw_lr_sweep
     out = Path(out)
 
     def train_configs(todo):
@@ -78,9 +79,9 @@ def sweep_order(scale: Scale, optimizers: Sequence[str]) -> list[tuple[str, ...]
     return [("adamw",), tuple(o for o in opts if o != "adamw")]
 
 
-def stage_costs(claims: Sequence[Claim], scale: Scale, plan: Plan, *, quick: bool,
+def phase_costs(claims: Sequence[Claim], scale: Scale, plan: Plan, *, quick: bool,
                 overrides: Sequence[str], policy: SeedPolicy) -> list[dict[str, Any]]:
-    """Each stage with its estimated process-seconds (``reproduce --list``)."""
+    """Each phase with its estimated process-seconds (``reproduce --list``)."""
     opts = [o for o in optimizers_of(claims) if overridden(o, overrides) is None]
     seeds = 1 if quick else SWEEP_SEEDS
     first = sweep_cost(scale, opts, quick=quick, seeds=seeds, step_s=plan.cost_model.step_s)

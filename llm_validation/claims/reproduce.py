@@ -10,7 +10,7 @@ Algorithm
        :func:`~llm_validation.claims.report.protocol.check_protocol`) before anything trains.
     2. ``assemble_only``: re-assemble from the finished runs, training nothing (the lrs of
        ``lr_sweep.json``, the seeds the recorded extra-seeds phase chose), and stop.
-    3. Phase 1, the lr sweep (:func:`~llm_validation.claims.phases.lr_stage`); the plan is
+    3. Phase 1, the lr sweep (:func:`~llm_validation.claims.phases.sweep_phase`); the plan is
        rebuilt on the tuned scale (``stop_after="sweep"`` stops here).
     4. Phase 2, the claims' runs over the first look's seeds; every check is analysed.
     5. Phase 3, extra seeds where the measured spread says they decide, within the budget
@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 from llm_validation.claims.catalogue.registry import get_claims
 from llm_validation.claims.decide.sequential import SeedPolicy
-from llm_validation.claims.phases import extension_seeds, lr_stage, within_budget
+from llm_validation.claims.phases import extension_seeds, sweep_phase, within_budget
 from llm_validation.claims.plan.calibration import load_or_calibrate
 from llm_validation.claims.plan.lr_sweep import read_sweep
 from llm_validation.claims.plan.plan import ExecutionSummary, Plan, build_plan, execute
@@ -208,7 +208,7 @@ def reproduce(options: Options, out: str | Path,
         return s
 
     _log(options, "phase 1/3: lr sweep")
-    scale, _ = lr_stage(plan.scale, plan.claims, out, quick=plan.quick, device=options.device,
+    scale, _ = sweep_phase(plan.scale, plan.claims, out, quick=plan.quick, device=options.device,
                         overrides=plan.overrides, train=train, runs_dir=RUNS_DIR,
                         figures_dir=FIGURES_DIR, cost_model=plan.cost_model)
     plan = plan_for(options, out, scale=scale, cost_model=plan.cost_model)

@@ -2,7 +2,7 @@
 
 - :mod:`~llm_validation.claims.report.protocol`: the rules of a ledger, written before its runs;
 - :mod:`~llm_validation.claims.report.runtable`: the per-run table of ``claims.json``;
-- :mod:`~llm_validation.claims.report.stage_figures`, :mod:`~llm_validation.claims.report.figures`:
+- :mod:`~llm_validation.claims.report.figures`:
   the lr sweep's and the ladder's figures, one figure per claim;
 - :mod:`~llm_validation.claims.report.markdown`: ``claims.md``;
 - :mod:`~llm_validation.claims.report.ledger`: assemble the results, write claims.md/claims.json;
