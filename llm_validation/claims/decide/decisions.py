@@ -1,6 +1,6 @@
 """The outcome of one claim: a verdict per statement, and the claim's status derived from them.
 
-Each statement of a claim (:mod:`llm_validation.claims.catalogue.statements`) is decided by one
+Each statement of a claim (:class:`~llm_validation.claims.record.claim.Statement`) is decided by one
 :class:`~llm_validation.claims.decide.checks.Check` (an ``all`` / ``most`` aggregate where it has
 several conditions); :func:`result` pairs them, fills the seeds every inconclusive check would
 need (:mod:`llm_validation.claims.decide.seeds`) and derives the claim's status from its paper

@@ -34,7 +34,7 @@ READINGS = ("paper", "project")
 
 @dataclass(frozen=True, kw_only=True)
 class Statement:
-    """One statement a claim is decided by (see :mod:`llm_validation.claims.catalogue.statements`)."""
+    """One statement a claim is decided by (built with :mod:`llm_validation.claims.catalogue.vocabulary`)."""
 
     id: str
     """Short id, unique within the ledger (``1a``; theory statements ``T1``)."""
