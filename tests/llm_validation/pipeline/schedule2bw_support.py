@@ -12,6 +12,9 @@ import torch
 from torch import nn
 
 from llm_validation.pipeline.schedule2bw import Schedule2BW
+from llm_validation.pipeline.schedule import BACKWARD
+from llm_validation.pipeline.schedule_guards import GradientGuard
+from llm_validation.pipeline.weight_versions import WeightVersions
 from llm_validation.training.delay import DelayedOptimizer
 from llm_validation.training.optim import ChainedOptimizer
 
@@ -52,41 +55,66 @@ class ReadsNewest(Schedule2BW):
     """Mutation: batch t reads the master's slot (W(t) once step t-1 is taken) instead of
     W(t-1)."""
 
-    def _use_version(self, batch: int) -> None:
-        self._wrapper.weights = self._versions[(batch + 1) % 2]
+    def _install(self, batch: int, kind: str) -> None:
+        self._versions.install((batch + 1) % 2)
+
+
+class _NoCopy(WeightVersions):
+    @torch.no_grad()
+    def advance(self, t: int, in_place: bool) -> None:
+        stale, current = self.slots[t % 2], self.slots[(t + 1) % 2]
+        self.installed = -1
+        if in_place:
+            self.slots[t % 2], self.slots[(t + 1) % 2] = current, stale
+        else:
+            for p, s in zip(self.masters, stale):
+                p.data = s.data
 
 
 class SkipsCopy(Schedule2BW):
-    """Mutation: the slot of W(t-1) does not receive W(t) before the step."""
+    """Mutation: the slot of W(t-1) does not receive W(t) before the step (the step starts
+    from W(t-1))."""
 
-    def _refresh(self, stale: torch.Tensor, current: torch.Tensor) -> None:
+    def _make_versions(self, module, next_batch, previous):
+        return _NoCopy(module, next_batch, previous)
+
+
+class _DataSwap(WeightVersions):
+    def install(self, k: int) -> None:
+        with torch.no_grad():
+            for p, w in zip(self.masters, self.slots[k]):
+                p.data = w.data
+                if isinstance(p.grad, GradientGuard):     # gradients accumulate on p here
+                    p.grad = None
+        self.installed = k
+
+    def restore(self) -> None:
         pass
 
-
-class _DataSwap(nn.Module):
-    def __init__(self, inner: nn.Module, named: list) -> None:
-        super().__init__()
-        self.inner, self.named, self.weights = inner, named, {}
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        with torch.no_grad():
-            for n, p in self.named:
-                p.data = self.weights[n].data
-        return self.inner(*args, **kwargs)
+    def take_grads(self, k: int) -> list:
+        out = [p.grad for p in self.masters]
+        for p in self.masters:
+            p.grad = None
+        return out
 
 
 class SwapsData(Schedule2BW):
-    """Mutation: versions applied by swapping ``p.data`` and calling the module (gradients on
-    the parameters) instead of ``functional_call``."""
+    """Mutation: versions applied by swapping the masters' ``p.data`` (autograd saves the
+    masters, gradients on them) instead of installing the version's own leaves."""
 
-    def _wrap(self, inner: nn.Module) -> nn.Module:
-        return _DataSwap(inner, self._named)
+    def _make_versions(self, module, next_batch, previous):
+        return _DataSwap(module, next_batch, previous)
 
-    def _take_grads(self, t: int) -> list:
-        out = [p.grad for _, p in self._named]
-        for _, p in self._named:
-            p.grad = None
-        return out
+
+class RecomputeReadsMaster(Schedule2BW):
+    """Mutation: the module holds the master weights during each backward, so a recompute
+    (activation checkpointing) reads the master instead of the version its forward read."""
+
+    def _install(self, batch: int, kind: str) -> None:
+        if kind == BACKWARD:
+            self._versions.restore()
+        else:
+            self._versions.install(batch % 2)
 
 
 def lr_decay(optimizer: Any, c: dict) -> Any:
@@ -97,7 +125,7 @@ def lr_decay(optimizer: Any, c: dict) -> Any:
 
 
 MUTATIONS = {None: Schedule2BW, "reads_newest": ReadsNewest, "skips_copy": SkipsCopy,
-             "swaps_data": SwapsData}
+             "swaps_data": SwapsData, "recompute_reads_master": RecomputeReadsMaster}
 
 
 def configs(P: int, steps: int) -> list[dict]:
@@ -122,25 +150,29 @@ def stage_worker(ctx: Any, cfgs: list[dict], out_dir: str) -> None:
         module = ex.split(ex.build_model(SEED), rank, P).to(dev)
         stage = PipelineStage(module, rank, P, dev, group=ctx.mesh.pp_group)
         base = make_optimizer(module, c["optim"])
-        sched = MUTATIONS[c.get("mutation")](stage, c["M"], ex.loss_fn, base, ef_lambda=c["lam"],
+        sched = MUTATIONS[c.get("mutation")](stage, c["M"], ex.loss_fn, optimizer=base,
+                                             ef_lambda=c["lam"],
                                              lr_scheduler=lr_decay(base, c),
                                              scale_grads=c.get("scale_grads", True))
         losses, evals = [], []
         for t, (x, y) in enumerate(ex.batches(c["steps"], c["M"] * MB_SIZE)):
             x, y = x.to(dev), y.to(dev)
-            got = sched.step(x) if rank == 0 else sched.step(target=y) if rank == P - 1 \
-                else sched.step()
+            got = []
+            if rank == 0:
+                sched.step(x)
+            elif rank == P - 1:
+                sched.step(target=y, losses=got)
+            else:
+                sched.step()
             if got:
                 losses.append(torch.stack(got))
             if c.get("flush_at") == t + 1:        # evaluate at a drain, then go on
-                losses.append(torch.stack(sched.finish()) if rank == P - 1 else sched.finish())
+                sched.finish()
                 x, y = (v.to(dev) for v in next(ex.batches(1, c["M"] * MB_SIZE, seed=7)))
                 ev = sched.eval(x) if rank == 0 else sched.eval(target=y) if rank == P - 1 \
                     else sched.eval()
                 evals.append(torch.stack(ev) if ev else None)
-        got = sched.finish()
-        if got:
-            losses.append(torch.stack(got))
+        sched.finish()
         results[c["name"]] = {"losses": [v.cpu() for v in losses if isinstance(v, torch.Tensor)],
                               "evals": [None if v is None else v.cpu() for v in evals],
                               "weights": {n: p.detach().cpu().clone()

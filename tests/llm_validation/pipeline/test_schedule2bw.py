@@ -141,12 +141,13 @@ def test_bad_construction_is_refused():
         stage = PipelineStage(module, 0, 2, torch.device("cpu"))
         opt = torch.optim.AdamW(module.parameters())
         with pytest.raises(ValueError, match="microbatches must be an integer >= stages"):
-            Schedule2BW(stage, 1, ex.loss_fn, opt)
+            Schedule2BW(stage, 1, ex.loss_fn, optimizer=opt)
         with pytest.raises(ValueError, match="exactly the stage module's trainable"):
-            Schedule2BW(stage, 2, ex.loss_fn, torch.optim.AdamW(list(module.parameters())[:1]))
-        sched = Schedule2BW(stage, 2, ex.loss_fn, opt)
+            Schedule2BW(stage, 2, ex.loss_fn,
+                        optimizer=torch.optim.AdamW(list(module.parameters())[:1]))
+        sched = Schedule2BW(stage, 2, ex.loss_fn, optimizer=opt)
         with pytest.raises(ValueError, match="already belongs"):
-            Schedule2BW(stage, 2, ex.loss_fn, opt)
+            Schedule2BW(stage, 2, ex.loss_fn, optimizer=opt)
         with pytest.raises(RuntimeError, match="no batch in flight"):
             sched.finish()
         with pytest.raises(ValueError, match="needs the batch's inputs"):
