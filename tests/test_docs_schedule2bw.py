@@ -66,7 +66,7 @@ def test_the_diff_is_the_difference_of_the_loops():
     after = set(inspect.getsource(ex.train_2bw).splitlines()) | imports
     (diff,) = _blocks("diff")
     lines = diff.splitlines()
-    assert 8 <= len(lines) <= 16                             # "about 15 lines"
+    assert len(lines) == 6                                   # "six lines"
     for line in lines:
         assert line[0] in "+-", line
         assert line[1:] in (before - after if line[0] == "-" else after - before), line

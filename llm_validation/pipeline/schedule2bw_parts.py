@@ -147,6 +147,7 @@ class StepParts:
             if self.lr_scheduler is not None:
                 self.lr_scheduler.load_state_dict(hyper["lr_scheduler"])
         self.guard.epochs = self.guard._epochs()    # a load may have moved the scheduler
+        self.guard.armed = True
 
     def _stage_clip(self, masters: list[Tensor]) -> StageClip:
         """This stage's places in the pipeline's vector of norms (stage order; one

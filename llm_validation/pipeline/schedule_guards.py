@@ -9,7 +9,8 @@ learning rate of steps the schedule has not taken yet, the clip finds no gradien
 
 - ``optimizer.step()`` outside the schedule: a step pre-hook (torch's
   ``Optimizer.register_step_pre_hook``, on the optimizer and on each optimizer it chains)
-  raises unless the schedule is stepping;
+  raises unless the schedule is stepping, from the schedule's first step on (before it, a
+  checkpoint load may initialise the optimizer's state with a zero-lr step, as DCP does);
 - ``lr_scheduler.step()``: the scheduler's ``last_epoch`` (each chained scheduler's) is
   recorded after every schedule step and compared before the next one;
 - a clip (or any use of a gradient) between calls: every master parameter's ``.grad`` holds a
@@ -71,6 +72,7 @@ class StepGuard:
 
     def __init__(self, optimizer: Any, lr_scheduler: Any = None) -> None:
         self.active = False
+        self.armed = False   # from the schedule's first step on (a load may step before it)
         self.handles = [o.register_step_pre_hook(self._pre_hook)
                         for o in _chain(optimizer, "optimizers")
                         if hasattr(o, "register_step_pre_hook")]
@@ -85,7 +87,7 @@ class StepGuard:
         self.epochs = self._epochs()
 
     def _pre_hook(self, *_: Any) -> None:
-        if not self.active:
+        if self.armed and not self.active:
             raise RuntimeError("Schedule2BW takes the optimizer steps inside schedule.step(): "
                                "remove optimizer.step() from the training loop")
 
