@@ -4,7 +4,7 @@ A stack of ``torch.nn.TransformerEncoderLayer`` blocks with an embedding and a h
 P contiguous stages by the user's own code (:func:`split`), trained on P gloo processes twice
 from the same seed on the same batches: with torch's ``Schedule1F1B`` (a flush every step) and
 with ``llm_validation.Schedule2BW`` (PipeDream-2BW: no flush, two weight versions). The two
-training loops differ in six lines (docs/schedule2bw.md shows them side by side).
+training loops differ in seven lines (docs/schedule2bw.md shows them side by side).
 
     python examples/schedule2bw_encoder.py --stages 2 --microbatches 4 --steps 20
     torchrun --nproc-per-node 2 examples/schedule2bw_encoder.py --steps 20

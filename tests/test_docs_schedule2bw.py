@@ -66,7 +66,7 @@ def test_the_diff_is_the_difference_of_the_loops():
     after = set(inspect.getsource(ex.train_2bw).splitlines()) | imports
     (diff,) = _blocks("diff")
     lines = diff.splitlines()
-    assert len(lines) == 6                                   # "six lines"
+    assert len(lines) == 7                                   # "seven lines"
     for line in lines:
         assert line[0] in "+-", line
         assert line[1:] in (before - after if line[0] == "-" else after - before), line
