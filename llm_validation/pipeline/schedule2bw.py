@@ -58,7 +58,8 @@ from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 from torch.distributed.pipelining.stage import _PipelineStageBase
 from torch.utils._pytree import tree_map
 
-from llm_validation.pipeline.comm import LOST, TIMEOUT, StageFailure, is_timeout, post_batch
+from llm_validation.pipeline.comm import (LOST, TIMEOUT, StageFailure, _AllWorks, is_timeout,
+                                          post_batch)
 from llm_validation.pipeline.schedule import (BACKWARD, FORWARD, check_schedule,
                                               validate_pipeline_shape)
 from llm_validation.pipeline.schedule2bw_parts import (StepParts, refuse_sharded,
@@ -207,10 +208,15 @@ class Schedule2BW(PipelineScheduleSingle):
                                str(exc).splitlines()[0][:300]) from exc
 
     def _recv(self, ops: list[dist.P2POp], what: str) -> None:
-        """Post ``ops`` (receives) in one batch with the sends held back; wait for all."""
-        batch, self._outbox = self._outbox + ops, []
-        if batch:
-            self._wait(post_batch(batch), batch, what)
+        """Post ``ops`` (receives) in one batch with the sends held back; wait for the
+        receives only (the sends stay pending: a peer may be in a clipping wait)."""
+        sends, self._outbox = self._outbox, []
+        batch = sends + ops
+        works = post_batch(batch).works
+        if sends and len(works) == len(batch):     # gloo: one work per op (NCCL: one in all)
+            self._sends.append((self._calls, _AllWorks(works[:len(sends)]), sends))
+            works = works[len(sends):]
+        self._wait(_AllWorks(works), batch, what)
 
     def _flush(self) -> None:
         """Post the sends held back (one batch); keep them until they are reaped."""
