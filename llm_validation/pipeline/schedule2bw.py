@@ -29,11 +29,8 @@ the pipeline first (one fill and drain; the numbers are unchanged) and holds the
 next batch reads, the next batch, the EF buffers and the optimizer's hyperparameters and
 scheduler (re-applied at the first step after a load, whatever order the states loaded in).
 
-Communication: every op through :func:`.comm.post_batch` (one kind, batched, on both ends);
-sends are held back and posted with the next receive or at a step / the end of a call; a send
-posted in call c is waited for at the end of call c + :data:`SEND_LAG_CALLS` (every receive
-matching it is in the peers' segments <= c + 1, which need nothing this stage sends later), so
-at most that many calls' sends are pending, on gloo too (it cannot report a send complete).
+Communication (:mod:`.schedule2bw_comm`): every op batched through :func:`.comm.post_batch`;
+sends held back until the next receive or a flush, reaped :data:`SEND_LAG_CALLS` calls later.
 
 Assumptions: one stage per rank, ``P >= 2``, ``M >= P``; replicated parameters (no DTensor,
 FSDP or DDP wrapper: refused; ``dp_group=`` averages the gradients instead); dropout draws its
@@ -58,10 +55,9 @@ from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 from torch.distributed.pipelining.stage import _PipelineStageBase
 from torch.utils._pytree import tree_map
 
-from llm_validation.pipeline.comm import (LOST, TIMEOUT, StageFailure, _AllWorks, is_timeout,
-                                          post_batch)
 from llm_validation.pipeline.schedule import (BACKWARD, FORWARD, check_schedule,
                                               validate_pipeline_shape)
+from llm_validation.pipeline.schedule2bw_comm import SEND_LAG_CALLS, StageSends
 from llm_validation.pipeline.schedule2bw_parts import (StepParts, refuse_sharded,
                                                        schedule_state, template_state)
 from llm_validation.pipeline.schedule_guards import guard_grads, register_schedule
@@ -71,11 +67,7 @@ from llm_validation.pipeline.weight_versions import WeightVersions, trainable
 
 __all__ = ["Schedule2BW", "SEND_LAG_CALLS"]
 
-#: Sends posted in call c are waited for at the end of call c + SEND_LAG_CALLS (module doc).
-SEND_LAG_CALLS = 2
-
-
-class Schedule2BW(PipelineScheduleSingle):
+class Schedule2BW(StageSends, PipelineScheduleSingle):
     """PipeDream-2BW over ``stage`` (module docstring); torch's ``Schedule1F1B`` arguments.
 
     ``optimizer`` / ``lr_scheduler``: or later through :meth:`attach` (torchtitan builds the
@@ -196,44 +188,6 @@ class Schedule2BW(PipelineScheduleSingle):
     def _install(self, batch: int, kind: str) -> None:
         """Before each forward and backward of ``batch``: its version into the module."""
         self._versions.install(batch % 2)
-
-    # -------------------------------------------------------------------- communication
-    def _wait(self, work: Any, ops: list, what: str) -> None:
-        try:
-            work.wait(self._timeout if self._host_waits else None)
-        except Exception as exc:  # gloo/NCCL raise RuntimeError with the transport's text
-            peer = ops[-1].peer if ops else None
-            raise StageFailure(self._stage.stage_index, peer,
-                               TIMEOUT if is_timeout(exc) else LOST, what,
-                               str(exc).splitlines()[0][:300]) from exc
-
-    def _recv(self, ops: list[dist.P2POp], what: str) -> None:
-        """Post ``ops`` (receives) in one batch with the sends held back; wait for the
-        receives only (the sends stay pending: a peer may be in a clipping wait)."""
-        sends, self._outbox = self._outbox, []
-        batch = sends + ops
-        works = post_batch(batch).works
-        if sends and len(works) == len(batch):     # gloo: one work per op (NCCL: one in all)
-            self._sends.append((self._calls, _AllWorks(works[:len(sends)]), sends))
-            works = works[len(sends):]
-        self._wait(_AllWorks(works), batch, what)
-
-    def _flush(self) -> None:
-        """Post the sends held back (one batch); keep them until they are reaped."""
-        sends, self._outbox = self._outbox, []
-        if sends:
-            self._sends.append((self._calls, post_batch(sends), sends))
-
-    def _reap(self, upto: int) -> None:
-        """Wait for (and forget) the sends posted in calls <= ``upto``, and completed ones."""
-        while self._sends and (self._sends[0][0] <= upto or self._sends[0][1].is_completed()):
-            _, work, ops = self._sends.popleft()
-            self._wait(work, ops, "the delivery of a send")
-
-    @property
-    def pending_sends(self) -> int:
-        """Batches of sends posted and not yet reaped."""
-        return len(self._sends)
 
     # -------------------------------------------------------------------- the actions
     def _run(self, acts: list, arg_mbs: list, kwarg_mbs: list, target_mbs: list | None,
