@@ -355,12 +355,17 @@ class Schedule2BW(StageSends, PipelineScheduleSingle):
 
     def weight_bytes(self) -> int:
         """Bytes of the distinct storages holding this stage's weights (2 x
-        :meth:`param_bytes`: the master is one of the versions)."""
-        return self._versions.weight_bytes()
+        :meth:`param_bytes`: the master is one of the versions; after the first step)."""
+        return self._taken().weight_bytes()
 
     def param_bytes(self) -> int:
-        """Bytes of one copy of the stage's trainable parameters."""
-        return self._versions.param_bytes()
+        """Bytes of one copy of the stage's trainable parameters (after the first step)."""
+        return self._taken().param_bytes()
+
+    def _taken(self) -> WeightVersions:
+        if self._versions is None:
+            raise RuntimeError("Schedule2BW takes its weight versions at the first step()")
+        return self._versions
 
 
 register_schedule("2BW", Schedule2BW)

@@ -202,10 +202,11 @@ def train_steps(ctx: Any, sched: Any, batches: Any, c: dict, first: int = 0) -> 
     """Run the batches (numbered from ``first``) through ``sched``: (losses, evals)."""
     ex = example()
     s, P = ctx.mesh.stage, ctx.mesh.stages
+    dev = torch.device("cuda", ctx.local_rank) if c.get("cuda") else torch.device("cpu")
     losses, evals = [], []
     sched.probed = []
     for t, (x, y) in enumerate(batches, start=first):
-        got = []
+        x, y, got = x.to(dev), y.to(dev), []
         if s == 0:
             sched.step(x)
         elif s == P - 1:
@@ -216,7 +217,7 @@ def train_steps(ctx: Any, sched: Any, batches: Any, c: dict, first: int = 0) -> 
             losses.append(torch.stack(got))
         if c.get("flush_at") == t + 1:        # evaluate at a drain, then go on
             sched.finish()
-            x, y = next(ex.batches(1, c["M"] * MB_SIZE, seed=7))
+            x, y = (v.to(dev) for v in next(ex.batches(1, c["M"] * MB_SIZE, seed=7)))
             ev = sched.eval(x) if s == 0 else sched.eval(target=y) if s == P - 1 \
                 else sched.eval()
             evals.append(torch.stack(ev) if ev else None)
