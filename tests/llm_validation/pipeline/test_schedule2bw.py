@@ -141,17 +141,32 @@ def test_bad_construction_is_refused():
         stage = PipelineStage(module, 0, 2, torch.device("cpu"))
         opt = torch.optim.AdamW(module.parameters())
         with pytest.raises(ValueError, match="microbatches must be an integer >= stages"):
-            Schedule2BW(stage, 1, ex.loss_fn, opt)
+            Schedule2BW(stage, 1, ex.loss_fn, optimizer=opt)
         with pytest.raises(ValueError, match="exactly the stage module's trainable"):
-            Schedule2BW(stage, 2, ex.loss_fn, torch.optim.AdamW(list(module.parameters())[:1]))
-        sched = Schedule2BW(stage, 2, ex.loss_fn, opt)
+            Schedule2BW(stage, 2, ex.loss_fn,
+                        optimizer=torch.optim.AdamW(list(module.parameters())[:1]))
+        sched = Schedule2BW(stage, 2, ex.loss_fn, optimizer=opt)
         with pytest.raises(ValueError, match="already belongs"):
-            Schedule2BW(stage, 2, ex.loss_fn, opt)
+            Schedule2BW(stage, 2, ex.loss_fn, optimizer=opt)
         with pytest.raises(RuntimeError, match="no batch in flight"):
             sched.finish()
         with pytest.raises(ValueError, match="needs the batch's inputs"):
             sched.step()
-        assert sched.weight_bytes() == WEIGHT_COPIES * sched.param_bytes()
+        with pytest.raises(RuntimeError, match="call schedule.attach"):
+            Schedule2BW(PipelineStage(ex.split(ex.build_model(0), 0, 2), 0, 2,
+                                      torch.device("cpu")), 2, ex.loss_fn).step(
+                torch.zeros(4, 16, dtype=torch.long))
+        # sharded or wrapped parameters, anywhere in the stage, are refused at construction
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        sharded = ex.split(ex.build_model(0), 0, 2)
+        fully_shard(sharded[1], mesh=init_device_mesh("cpu", (1,)))
+        with pytest.raises(ValueError, match="data-parallel wrapper .*fully_shard|sharded"):
+            Schedule2BW(PipelineStage(sharded, 0, 2, torch.device("cpu")), 2, ex.loss_fn)
+        ddp = torch.nn.parallel.DistributedDataParallel(ex.split(ex.build_model(0), 0, 2))
+        with pytest.raises(ValueError, match="data-parallel wrapper"):
+            Schedule2BW(PipelineStage(ddp, 0, 2, torch.device("cpu")), 2, ex.loss_fn)
     finally:
         dist.destroy_process_group()
 
