@@ -28,12 +28,12 @@ sigma_max`` in absolute terms. The spectral norm is therefore accurate to ~``eps
 relative (the largest eigenvalue of a perturbed symmetric matrix moves by at most the
 perturbation's norm), in float32 as well; the nuclear norm adds r such absolute errors, so it
 is computed in float64 (:data:`NUCLEAR_DTYPE`). Eigenvalues below the cut-off
-(:func:`gram_cutoff`, a few ``eps * max(p, q)`` of ``lam_max``) are rounding noise of the Gram
-product: setting them to zero makes rank-deficient matrices exact (their zero singular values
-would otherwise each add ~``sqrt(noise)``) and drops true singular values below
-``sqrt(cutoff) * sigma_max`` (1.2e-6 of it at 1536 columns), at most r of them: a worst case
-of 7e-4 sigma_max at 576 x 1536, in practice (few singular values sit that low, rounding
-errors do not all align) far less: :data:`NUCLEAR_RTOL`.
+(:func:`gram_cutoff`, a few ``eps * sqrt(max(p, q))`` of ``lam_max``, the size rounding noise
+has in practice) are noise of the Gram product: setting them to zero makes rank-deficient
+matrices exact (their zero singular values would otherwise each add ~``sqrt(noise)``) and drops
+true singular values below ``sqrt(cutoff) * sigma_max`` (2.6e-7 of it at 1536 columns), at
+most r of them: a worst case of 1.5e-4 sigma_max at 576 x 1536, in practice (few singular
+values sit that low) far less: :data:`NUCLEAR_RTOL`.
 
 :func:`svd_matrix_norms` is the one-SVD-per-matrix reference (the tests' ground truth).
 
@@ -50,6 +50,7 @@ eigenvalues of a perturbed symmetric matrix.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -78,20 +79,21 @@ NUCLEAR_DTYPE = torch.float64
 SPECTRAL_DTYPE = torch.float32
 #: Relative tolerance of the nuclear norm against the float64 SVD. Random and rank-deficient
 #: matrices agree to ~1e-13; what the cut-off (GRAM_NOISE_FACTOR) drops is the rest: the
-#: singular values below ~1e-6 sigma_max, e.g. the float32 rounding floor that a float32
-#: gradient carries (7e-6 of the norm on the tiny model's trained gradients, the worst tested
-#: family; 2e-7 for singular values spread over 12 decades). 5e-5 leaves a 7x margin and still
-#: fails on a float32 Gram (the slip it guards against: 0.12 on the same gradients).
-NUCLEAR_RTOL = 5e-5
+#: singular values below ~1e-7 sigma_max, e.g. the float32 rounding floor that a float32
+#: gradient carries (1.8e-6 of the norm on the tiny model's trained gradients, the worst tested
+#: family; 1.3e-7 for singular values spread over 12 decades). 2e-5 leaves a 10x margin and
+#: still fails on a float32 Gram (the slip it guards against: 0.04 on the same gradients).
+NUCLEAR_RTOL = 2e-5
 #: Relative tolerance of the spectral norm in float32 against the float64 SVD (eps32 * max(p, q)
 #: is 9e-5 at 1536 columns as a worst case; random rounding gives ~sqrt(q) * eps32 ~ 2e-6).
 SPECTRAL_RTOL = 1e-4
-#: The eigenvalue floor in units of ``eps * max(p, q) * lam_max``: the rounding noise that
-#: the zero eigenvalues of rank-deficient float64 matrices show is at most 0.22 of that unit
-#: (measured from 4x3 to 1536x576, tests/theory/test_matrix_norms.py checks it), so 4 leaves a
-#: margin of 18x; a true singular value below sqrt(4 eps max(p, q)) sigma_max (1.2e-6 of it
-#: at 1536 columns) is dropped, which the nuclear tolerance covers.
-GRAM_NOISE_FACTOR = 4.0
+#: The eigenvalue floor in units of ``eps * sqrt(max(p, q)) * lam_max`` (the rounding of an
+#: inner product of length max(p, q) with independent roundings): the zero eigenvalues of
+#: rank-deficient float64 matrices come out at most 0.6 of that unit (measured from 2x2 to
+#: 1536x576; tests/theory/test_matrix_norms.py checks 2 as the limit), so 8 leaves a margin of
+#: 13x; a true singular value below sqrt(8 eps sqrt(max(p, q))) sigma_max (2.6e-7 of it at
+#: 1536 columns) is dropped, which the nuclear tolerance covers.
+GRAM_NOISE_FACTOR = 8.0
 #: Gram entries per batched eigenproblem call (64M: 512 MB in float64), so one call's memory
 #: stays bounded whatever the model.
 MAX_CHUNK_ELEMENTS = 1 << 26
@@ -99,8 +101,8 @@ MAX_CHUNK_ELEMENTS = 1 << 26
 
 def gram_cutoff(p: int, q: int, dtype: torch.dtype) -> float:
     """Relative eigenvalue floor of the Gram of a (p, q) matrix in ``dtype``:
-    ``GRAM_NOISE_FACTOR * eps * max(p, q)`` (module docstring)."""
-    return GRAM_NOISE_FACTOR * torch.finfo(dtype).eps * max(p, q)
+    ``GRAM_NOISE_FACTOR * eps * sqrt(max(p, q))`` (module docstring)."""
+    return GRAM_NOISE_FACTOR * torch.finfo(dtype).eps * math.sqrt(max(p, q))
 
 
 def _gram(a: Tensor, dtype: torch.dtype) -> Tensor:

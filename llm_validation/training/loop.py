@@ -19,6 +19,11 @@ The step's scalars (loss, val loss, partial sums) stay on the device and are rea
 (:mod:`llm_validation.training.flush`): the only host synchronisation of those steps. The
 divergence is found there; the weights after a diverged step are dropped, never saved.
 Pipeline runs are not this loop's: :func:`llm_validation.run.run` is the one place that chooses.
+``run.compile`` sends every forward pass (training, statistics, evaluation) through
+``torch.compile`` (:mod:`llm_validation.training.compiled`). summary.json records the whole
+invocation's ``tokens_per_s`` and the steady-state ``steady_tokens_per_s``
+(:class:`llm_validation.training.timing.SteadyClock`: after the warm-up steps, evaluations and
+checkpoints excluded).
 Resuming (``cfg.run.resume``) loads the latest checkpoint and continues bitwise on CPU (no
 checkpoint in the directory is an error); only the fields in
 :data:`llm_validation.rundir.RESUMABLE` may differ from the saved config (a larger ``steps`` extends a
