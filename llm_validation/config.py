@@ -534,8 +534,9 @@ class RunConfig:
     compile: bool = False
     """``torch.compile`` the model's forward and backward (training, statistics and
     evaluation passes; the optimizer step and the delay's bookkeeping stay eager), on CPU or
-    GPU. The same seed on the same machine repeats a compiled run bitwise; against an eager
-    run the numbers differ by floating-point reassociation (the final loss within
+    GPU. The same seed on the same machine repeats a compiled CPU run bitwise on one torch
+    thread (not with more: ``training.compiled``); against an eager run the numbers differ by
+    floating-point reassociation (the final loss within
     ``training.compiled.COMPILED_FINAL_LOSS_RTOL``), so it is a different run with its own
     name. The emulated single-process loop only (a pipeline or ``data_parallel > 1`` refuses
     it)."""

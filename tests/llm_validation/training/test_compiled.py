@@ -10,6 +10,7 @@ import dataclasses
 import statistics
 
 import pytest
+import torch
 
 from llm_validation.config import (DIGEST_LEGACY, DataConfig, DelayConfig, OptimConfig,
                                    RunConfig, TrainConfig, preset)
@@ -77,7 +78,17 @@ def _losses(out) -> list[float]:
     return [r["loss"] for r in read_metrics(RunPaths(out).metrics) if r.get("kind") == "train"]
 
 
-def test_compiled_run_repeats_bitwise_and_stays_within_tolerance_and_seed_noise(tmp_path):
+@pytest.fixture
+def one_thread():
+    """A compiled CPU run repeats bitwise on one torch thread (training.compiled)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_compiled_run_repeats_bitwise_and_stays_within_tolerance_and_seed_noise(tmp_path,
+                                                                                one_thread):
     eager = {(tau, s): train(_cfg(tmp_path / f"e{tau}{s}", tau=tau, seed=s, compile=False),
                              progress=False) for tau in (0, 1) for s in SEEDS}
     comp = {tau: train(_cfg(tmp_path / f"c{tau}", tau=tau, seed=0, compile=True),
