@@ -278,7 +278,7 @@ class RunResult:
     n_params: int
     message: str = ""
     steady_tokens_per_s: float | None = None   # the steps after warm-up, evaluations and
-    #                                            checkpoints excluded (training.timing.SteadyClock)
+    #                                            checkpoints excluded (training.steady.SteadyClock)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

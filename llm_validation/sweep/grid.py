@@ -394,9 +394,7 @@ def point_name(cfg: TrainConfig, swept: frozenset[str] | set[str] = frozenset())
         parts.append(f"sync{d.sync_start}")
     if d.sync_cooldown:
         parts.append(f"cool{d.sync_cooldown}")
-    if r.pipeline != "none":
-        parts.append(f"pp{r.stages}")
-    if r.compile:
-        parts.append("compiled")
+    parts.extend(([f"pp{r.stages}"] if r.pipeline != "none" else [])
+                 + (["compiled"] if r.compile else []))
     parts.append(f"s{r.seed}")
     return "-".join(parts)

@@ -22,7 +22,7 @@ Pipeline runs are not this loop's: :func:`llm_validation.run.run` is the one pla
 ``run.compile`` sends every forward pass (training, statistics, evaluation) through
 ``torch.compile`` (:mod:`llm_validation.training.compiled`). summary.json records the whole
 invocation's ``tokens_per_s`` and the steady-state ``steady_tokens_per_s``
-(:class:`llm_validation.training.timing.SteadyClock`: after the warm-up steps, evaluations and
+(:class:`llm_validation.training.steady.SteadyClock`: after the warm-up steps, evaluations and
 checkpoints excluded).
 Resuming (``cfg.run.resume``) loads the latest checkpoint and continues bitwise on CPU (no
 checkpoint in the directory is an error); only the fields in
@@ -58,7 +58,7 @@ from llm_validation.training.delay import DelayedOptimizer
 from llm_validation.training.model import Transformer, batch_loss, lm_loss
 from llm_validation.training.optim import build_optimizer, group_geometry, lr_factor, set_lr
 from llm_validation.training.probe import StepProbe, probed_step
-from llm_validation.training.timing import SteadyClock
+from llm_validation.training.steady import SteadyClock
 
 __all__ = ["train", "forward_backward", "evaluate", "eval_losses", "gradient_at", "gradient_of",
            "weights_as", "resolve_device"]
