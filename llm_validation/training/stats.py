@@ -84,9 +84,19 @@ def _sq_fast(x: Tensor) -> Tensor:
     return torch.linalg.vector_norm(x.detach()).double().square()
 
 
+#: Elements per float64 slice of :func:`_dot` (8 MB): the float64 copies stay small and reused
+#: instead of two copies of a whole weight matrix per product.
+DOT_CHUNK = 1 << 20
+
+
 def _dot(a: Tensor, b: Tensor) -> Tensor:
-    """<a, b> accumulated in float64 (the products rounded to a's dtype; no float64 copies)."""
-    return torch.sum(a.detach() * b.detach(), dtype=torch.float64)
+    """<a, b> in float64 (exact products of the float32 entries, float64 sums), slice by
+    slice of :data:`DOT_CHUNK` elements."""
+    acc = torch.zeros((), dtype=torch.float64, device=a.device)
+    for ca, cb in zip(a.detach().reshape(-1).split(DOT_CHUNK),
+                      b.detach().reshape(-1).split(DOT_CHUNK)):
+        acc += torch.dot(ca.double(), cb.double())
+    return acc
 
 
 def _zero(tensors: Sequence[Tensor]) -> Tensor | float:
