@@ -9,12 +9,13 @@ square roots and ratios and returns the metrics under the fixed key names (:data
 statistic whose inputs were not measured at this step is ``None``.
 
 Geometry (the "optimizer's norm" of docs/theory.md A2/A3), per parameter from its optimizer group
-(``optim.group_geometry``): Muon matrices -> spectral norm, dual nuclear
-(``SPECTRAL.dual_norm``); AdamW tensors -> l_inf, dual l1 (Adam without momentum is sign
-descent); SGD tensors -> one l2 block over all of them. The norm of the whole parameter space is
-the max over blocks (each Muon matrix and each AdamW tensor a block, the SGD tensors together
-one block), so its dual is the SUM of the blocks' dual norms (nuclear + l1 + l2-of-the-SGD-block)
-and its primal is the MAX of the blocks' primal norms (spectral, l_inf, l2).
+(``optim.group_geometry``): Muon matrices -> spectral norm, dual nuclear (a call's
+matrices all at once, batched by shape: :func:`theory.matrix_norms.matrix_norms`); AdamW
+tensors -> l_inf, dual l1 (Adam without momentum is sign descent); SGD tensors -> one l2
+block over all of them. The norm of the whole parameter space is the max over blocks (each
+Muon matrix and each AdamW tensor a block, the SGD tensors together one block), so its dual
+is the SUM of the blocks' dual norms (nuclear + l1 + l2-of-the-SGD-block) and its primal is
+the MAX of the blocks' primal norms (spectral, l_inf, l2).
 
 Statistics (step t; x = W(t), y = the read point W(t - tau), or W(t - 1) when tau = 0; the
 gradients g_y and g_x are taken on the same batch):
