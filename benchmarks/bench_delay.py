@@ -16,7 +16,13 @@ On a CUDA machine (``--gpu``, default when CUDA is available) it also reports to
 of ``smollm-135m`` in bf16 autocast for the three variants (MFU = 6 N + 12 L C T FLOPs per
 token over the GPU's dense bf16 peak, from a small table of known GPUs).
 
-Usage: ``python benchmarks/bench_delay.py --json [--preset small] [--reps 15]``.
+``--profile`` adds, in the same call, a torch.profiler summary of ``--profile-steps`` plain
+steps of each measured device after its timing (``benchmarks/step_profile.py``: the top
+operators or CUDA kernels by self time, and the host-bound time: on CPU the wall time outside
+operators, on CUDA the device's idle gaps between kernels), under ``"profile"`` in the JSON
+and as text on stderr.
+
+Usage: ``python benchmarks/bench_delay.py --json [--preset small] [--reps 15] [--profile]``.
 """
 
 from __future__ import annotations
@@ -28,8 +34,12 @@ import statistics
 import sys
 import time
 from contextlib import nullcontext
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from step_profile import format_summary, profile_steps  # noqa: E402
 
 from llm_validation.config import DataConfig, OptimConfig, preset
 from llm_validation.training.data import WindowSampler, load_corpus
@@ -82,8 +92,10 @@ def _sync(device: torch.device) -> None:
 
 def measure(model_name: str = "small", optimizer: str = "adamw", batch_size: int = 16,
             seq_len: int = 128, reps: int = 15, warmup: int = 2, device: str = "cpu",
-            bf16: bool = False, lr: float = 1e-3, compile_model: bool = False) -> dict:
-    """Interleaved timing of the three variants; see the module docstring."""
+            bf16: bool = False, lr: float = 1e-3, compile_model: bool = False,
+            profile_steps_n: int = 0) -> dict:
+    """Interleaved timing of the three variants; see the module docstring.
+    ``profile_steps_n`` > 0: then profile that many plain steps (``out["profile"]``)."""
     dev = torch.device(device)
     ctx = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if bf16 else nullcontext
     corpus = load_corpus(DataConfig(seq_len=seq_len))
@@ -144,6 +156,11 @@ def measure(model_name: str = "small", optimizer: str = "adamw", batch_size: int
         out["gpu"] = name
         out["mfu"] = {n: (tokens / s) * flops_per_token / (peak * 1e12) if peak else None
                       for n, s in med.items()}
+    if profile_steps_n > 0:
+        model, opt = built["plain"]
+        x, y = (t.to(dev) for t in sampler.next())
+        out["profile"] = profile_steps(lambda: _step(model, opt, x, y, ctx), profile_steps_n,
+                                       dev)
     return out
 
 
@@ -166,7 +183,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="sequences of 1024 tokens per step on CUDA (default 16)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model on CUDA (the first --warmup steps compile)")
+    p.add_argument("--profile", action="store_true",
+                   help="also a torch.profiler summary of plain steps on each measured device "
+                        "(top operators/kernels, host-bound gaps): JSON 'profile' and stderr")
+    p.add_argument("--profile-steps", type=int, default=3,
+                   help="steps profiled with --profile (default 3)")
     args = p.parse_args(argv)
+    if args.profile and args.profile_steps < 1:
+        p.error("--profile-steps must be >= 1")
+    n_prof = args.profile_steps if args.profile else 0
     if args.threads:
         torch.set_num_threads(args.threads)
     gpu = torch.cuda.is_available() if args.gpu is None else args.gpu
@@ -175,16 +200,19 @@ def main(argv: list[str] | None = None) -> int:
     result = {}
     if args.cpu:
         result["cpu"] = measure(args.preset, args.optimizer, args.batch_size, args.seq_len,
-                                args.reps, args.warmup)
+                                args.reps, args.warmup, profile_steps_n=n_prof)
         result.update({k: result["cpu"][k] for k in ("overhead_delay", "overhead_ef",
                                                      "extra_weight_copies_delay",
                                                      "extra_weight_copies_ef")})
     if gpu:
         result["gpu"] = measure("smollm-135m", args.optimizer, args.gpu_batch_size, 1024,
                                 args.reps, args.warmup, device="cuda", bf16=True,
-                                compile_model=args.compile)
+                                compile_model=args.compile, profile_steps_n=n_prof)
         result["gpu"]["torch"] = torch.__version__
         result["gpu"]["cuda"] = torch.version.cuda
+    for where in ("cpu", "gpu"):
+        if "profile" in result.get(where, {}):
+            print(format_summary(result[where]["profile"]), file=sys.stderr)
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")

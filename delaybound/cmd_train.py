@@ -43,7 +43,7 @@ _FIELDS = {
     "pipeline": ("run", "pipeline"), "stages": ("run", "stages"), "device": ("run", "device"),
     "data_parallel": ("run", "data_parallel"),
     "dtype": ("run", "dtype"), "profile": ("run", "profile"),
-    "deterministic": ("run", "deterministic"),
+    "deterministic": ("run", "deterministic"), "compile": ("run", "compile"),
     "boundary_dtype": ("model", "boundary_dtype"), "boundary_stages": ("model", "boundary_stages"),
     "data": ("data", "path"), "data_format": ("data", "format"), "val_data": ("data", "val_path"),
     "seq_len": ("data", "seq_len"),
@@ -127,7 +127,8 @@ def register(subparsers: Any) -> None:
     a("--log-interval", type=int,
       help="read the step scalars from the device and write the metrics rows every N steps "
            "(and at checkpoints and the end; default 1); N > 1: no host sync on other steps")
-    a("--out", help="run directory (default runs/<preset>-<optimizer>-tau<TAU>-ef<LAM>-s<SEED>)")
+    a("--out", help="run directory (default runs/<preset>-<optimizer>-tau<TAU>-ef<LAM>-s<SEED>"
+                    "[-compiled])")
     a("--resume", nargs="?", const="yes", default=None, metavar="auto",
       help="continue the run in --out from its checkpoint (none: exit 2); '--resume auto': "
            "continue if there is a complete checkpoint, else start (torchrun --max-restarts)")
@@ -137,6 +138,9 @@ def register(subparsers: Any) -> None:
     a("--deterministic", action="store_true", default=None,
       help="deterministic GPU algorithms and the cuBLAS workspace variable (CPU runs are "
            "deterministic already)")
+    a("--compile", action="store_true", default=None,
+      help="torch.compile the model's forward/backward (emulated runs, CPU or GPU; the same "
+           "seed repeats bitwise, eager runs differ by rounding; the run's name ends -compiled)")
     a("--pipeline", choices=["none", *PIPELINE_KINDS], help="real pipeline runtime")
     a("--stages", type=int, help="pipeline stages P")
     a("--data-parallel", type=int, metavar="D",
@@ -239,7 +243,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
     if args.out is None and not args.resume and args.config is None:
         dl = d["delay"]
         d["run"]["out_dir"] = (f"runs/{d['model']['name']}-{d['optim']['name']}-tau{dl['tau']}"
-                               f"-ef{dl['ef_lambda']:g}-s{d['run']['seed']}")
+                               f"-ef{dl['ef_lambda']:g}-s{d['run']['seed']}"
+                               + ("-compiled" if d["run"].get("compile") else ""))
     elif args.out is None and args.resume:
         raise ValueError("--resume needs --out DIR (the run to continue)")
     d["run"]["resume"] = "auto" if args.resume == "auto" else args.resume is not None

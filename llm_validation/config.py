@@ -533,10 +533,20 @@ class RunConfig:
     deterministic: bool = False
     """Deterministic GPU settings: ``torch.use_deterministic_algorithms(True)`` and the cuBLAS
     workspace variable (``training.determinism``); CPU runs are deterministic without it."""
+    compile: bool = False
+    """``torch.compile`` the model's forward and backward (training, statistics and
+    evaluation passes; the optimizer step and the delay's bookkeeping stay eager), on CPU or
+    GPU. The same seed on the same machine repeats a compiled CPU run bitwise on one torch
+    thread (not with more: ``training.compiled``); against an eager run the numbers differ by
+    floating-point reassociation (the final loss within
+    ``training.compiled.COMPILED_FINAL_LOSS_RTOL``), so it is a different run with its own
+    name. The emulated single-process loop only (a pipeline or ``data_parallel > 1`` refuses
+    it)."""
 
     def __post_init__(self) -> None:
         _bool(self, "profile")
         _bool(self, "deterministic")
+        _bool(self, "compile")
         _int(self, "steps", 1)
         _int(self, "seed", 0)
         _int(self, "batch_size", 1)
@@ -571,6 +581,10 @@ class RunConfig:
         if self.pipeline != "none" and self.stages < 2:
             raise ValueError(f"RunConfig.stages={self.stages} must be >= 2 for "
                              f"pipeline={self.pipeline!r}")
+        if self.compile and (self.pipeline != "none" or self.data_parallel > 1):
+            raise ValueError(f"RunConfig.compile=True runs in the emulated single-process loop "
+                             f"only; pipeline={self.pipeline!r}, data_parallel="
+                             f"{self.data_parallel} run eager (leave compile False)")
 
 
 # ---------------------------------------------------------------------------------------- all
@@ -579,7 +593,7 @@ class RunConfig:
 #: digest leaves a field out while it holds that value, so those runs keep their names.
 DIGEST_LEGACY: Mapping[str, Any] = {"optim.ns_dtype": "bfloat16", "run.final_eval_batches": 0,
                                     "run.log_interval": 1, "model.boundary_dtype": "float32",
-                                    "model.boundary_stages": 1}
+                                    "model.boundary_stages": 1, "run.compile": False}
 #: RunConfig fields that do not change a run's numbers (a run resumes bitwise from any
 #: checkpoint; its rows are bitwise the same at any log interval), with the value a run-name
 #: digest and a sweep's same-config check read in their place: changing them keeps a run's name

@@ -258,9 +258,11 @@ class RunResult:
     final_val_loss: float | None     # validation loss at the final weights
     best_val_loss: float | None
     wall_time_s: float               # this invocation
-    tokens_per_s: float | None       # this invocation
+    tokens_per_s: float | None       # this invocation: its tokens over its whole wall time
     n_params: int
     message: str = ""
+    steady_tokens_per_s: float | None = None   # the steps after warm-up, evaluations and
+    #                                            checkpoints excluded (training.steady.SteadyClock)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -351,9 +353,10 @@ def diverged_message(loss: float | None, step: int) -> str:
 
 def compose_result(cfg: TrainConfig, paths: RunPaths, *, status: str, done: int, start: int,
                    final_val_loss: float | None, n_params: int, wall: float,
-                   message: str = "") -> RunResult:
+                   message: str = "", steady_tokens_per_s: float | None = None) -> RunResult:
     """The RunResult of a finished invocation from the whole run's metrics (earlier invocations
-    included); written to summary.json."""
+    included); written to summary.json. ``steady_tokens_per_s``: the loop's steady-state rate
+    (None where a runtime does not measure one)."""
     rows = read_metrics(paths.metrics)
     train_rows = [r for r in rows if r.get("kind", "train") == "train"]
     losses = [r["loss"] for r in train_rows if r.get("loss") is not None]
@@ -368,6 +371,7 @@ def compose_result(cfg: TrainConfig, paths: RunPaths, *, status: str, done: int,
                        tokens=done * cfg.tokens_per_step, final_loss=final_loss,
                        final_val_loss=final_val_loss, best_val_loss=min(vals) if vals else None,
                        wall_time_s=wall, tokens_per_s=trained / wall if wall > 0 else None,
-                       n_params=n_params, message=message)
+                       n_params=n_params, message=message,
+                       steady_tokens_per_s=steady_tokens_per_s)
     write_json(paths.summary, result.to_dict())
     return result

@@ -8,10 +8,11 @@ instances in the l2, l_inf and spectral geometries. Every theorem module names i
 in ``proofs_md/`` (indexed by ``proofs_md/README.md``) and vice versa.
 
 The objects the theorems are about live here too, as torch functions: the geometries (norms,
-dual norms, exact LMOs) in :mod:`theory.geometry` and the update rules in
-:mod:`theory.update_rules`; the random instances of the analytic steps are built from them by
+dual norms, exact LMOs) in :mod:`theory.geometry` (the spectral and nuclear norms of many
+matrices at once, for training statistics, in :mod:`theory.matrix_norms`) and the update rules
+in :mod:`theory.update_rules`; the random instances of the analytic steps are built from them by
 :mod:`theory.instances` (with :mod:`theory.objectives`). Importing this package never imports
-torch: nothing here imports those four modules; whoever needs them imports them (``Proof.check``
+torch: nothing here imports those modules; whoever needs them imports them (``Proof.check``
 loads :mod:`theory.instances` when it checks an analytic step).
 """
 

@@ -23,7 +23,7 @@ Names are deterministic and carry every swept value, e.g.
 that uses none of the newer fields keeps its old name: the parts of the optimizer axes appear
 only when that axis is swept (``beta2_0.99``, ``wd0``, ``warm20``, ``wsd``, ``clip1``), the
 newer fields' parts whenever they differ from their defaults (``clip1``, ``wsdf0.1``,
-``sync20``, ``cool20``, ``dcasgd0.5``, ``nesterov0.9``).
+``sync20``, ``cool20``, ``dcasgd0.5``, ``nesterov0.9``, ``compiled`` for ``run.compile``).
 The base :func:`default_base` is the tiny-model setting the demo uses (see docs/validation.md
 for why these hyper-parameters; the lrs of the optimizers added later are untuned starting
 points, see :data:`BASE_OPTIM`).
@@ -397,7 +397,7 @@ def point_name(cfg: TrainConfig, swept: frozenset[str] | set[str] = frozenset())
         parts.append(f"sync{d.sync_start}")
     if d.sync_cooldown:
         parts.append(f"cool{d.sync_cooldown}")
-    if r.pipeline != "none":
-        parts.append(f"pp{r.stages}")
+    parts.extend(([f"pp{r.stages}"] if r.pipeline != "none" else [])
+                 + (["compiled"] if r.compile else []))
     parts.append(f"s{r.seed}")
     return "-".join(parts)

@@ -19,6 +19,11 @@ The step's scalars (loss, val loss, partial sums) stay on the device and are rea
 (:mod:`llm_validation.training.flush`): the only host synchronisation of those steps. The
 divergence is found there; the weights after a diverged step are dropped, never saved.
 Pipeline runs are not this loop's: :func:`llm_validation.run.run` is the one place that chooses.
+``run.compile`` sends every forward pass (training, statistics, evaluation) through
+``torch.compile`` (:mod:`llm_validation.training.compiled`). summary.json records the whole
+invocation's ``tokens_per_s`` and the steady-state ``steady_tokens_per_s``
+(:class:`llm_validation.training.steady.SteadyClock`: after the warm-up steps, evaluations and
+checkpoints excluded).
 Resuming (``cfg.run.resume``) loads the latest checkpoint and continues bitwise on CPU (no
 checkpoint in the directory is an error); only the fields in
 :data:`llm_validation.rundir.RESUMABLE` may differ from the saved config (a larger ``steps`` extends a
@@ -47,11 +52,13 @@ from llm_validation.provenance import environment
 from llm_validation.training import host_syncs, stats
 from llm_validation.training.determinism import configure_numerics
 from llm_validation.training.flush import RowBuffer, flush_due
+from llm_validation.training.compiled import forward_of
 from llm_validation.training.data import STREAM_LARGE, STREAM_VAL, WindowSampler, load_corpus
 from llm_validation.training.delay import DelayedOptimizer
 from llm_validation.training.model import Transformer, batch_loss, lm_loss
 from llm_validation.training.optim import build_optimizer, group_geometry, lr_factor, set_lr
 from llm_validation.training.probe import StepProbe, probed_step
+from llm_validation.training.steady import SteadyClock
 
 __all__ = ["train", "forward_backward", "evaluate", "eval_losses", "gradient_at", "gradient_of",
            "weights_as", "resolve_device"]
@@ -164,6 +171,7 @@ def train(cfg: TrainConfig, *, progress: bool = True,
         if run.dtype == "bfloat16" else nullcontext
     corpus = load_corpus(cfg.data)
     model = Transformer(cfg.model, seed=run.seed).to(device)
+    net = forward_of(model, run.compile)     # what the forward passes call (compiled or not)
     n_params = model.num_params()
     param_stage = None
     if cfg.delay.stage_taus is not None:   # PipeDream emulation: groups per stage
@@ -214,13 +222,16 @@ def train(cfg: TrainConfig, *, progress: bool = True,
     every = max(1, run.steps // 20)
     pending = RowBuffer()                   # the steps since the last flush, on the device
     t_loop = time.perf_counter()            # the ETA's clock: the steps, not the set-up
+    clock = SteadyClock(device, start)      # summary.json's steady-state rate
     with MetricsWriter(paths.metrics) as metrics:
         for step in range(start, run.steps):
+            clock.step(step)
             factor = lr_factor(step, cfg.optim, run.steps)
             set_lr(opt, factor)
             val_loss = None
             if run.eval_interval and step % run.eval_interval == 0:            # at W(t)
-                val_loss = eval_losses(model, val_batches, run.microbatches, ctx).mean()
+                with clock.excluded():
+                    val_loss = eval_losses(net, val_batches, run.microbatches, ctx).mean()
             x, y = sampler.next()                                                # [B, T]
             if not corpus.byte_level:          # on the host copy: no device synchronisation
                 _check_vocab(y, cfg.model.vocab_size, f"training batch {step}")
@@ -229,17 +240,17 @@ def train(cfg: TrainConfig, *, progress: bool = True,
             noise = stats.MicrobatchGradVariance(params, run.microbatches) \
                 if active and run.microbatches > 1 else None
             with opt.delayed_weights():                                          # W(t - tau)
-                loss_t = forward_backward(model, x, y, run.microbatches, ctx=ctx,
+                loss_t = forward_backward(net, x, y, run.microbatches, ctx=ctx,
                                           observe=noise.observe if noise else None)
             big_gradient = None
             if probe.momentum_due(step):
                 def big_gradient(step: int = step) -> list[Tensor]:
                     xb, yb = large.batch(step)
-                    return gradient_at(model, params, None, xb.to(device), yb.to(device),
+                    return gradient_at(net, params, None, xb.to(device), yb.to(device),
                                        run.microbatches * run.large_batch_factor, ctx)[1]
             part, f_x, f_y = probed_step(
                 probe, step, loss=loss_t, noise=noise, big_gradient=big_gradient,
-                gradient_at=lambda w: gradient_at(model, params, w, x, y, run.microbatches, ctx))
+                gradient_at=lambda w: gradient_at(net, params, w, x, y, run.microbatches, ctx))
             pending.add(step, part, loss=loss_t, f_x=f_x, f_y=f_y, val_loss=val_loss)
             ckpt_due = bool(run.checkpoint_interval and (step + 1) % run.checkpoint_interval == 0)
             if not flush_due(step, run.log_interval, run.steps, ckpt_due):
@@ -268,18 +279,20 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                                        time.perf_counter() - t_loop),
                           file=sys.stderr, flush=True)
                 if t == step and ckpt_due:
-                    checkpoint(step + 1)
+                    with clock.excluded():
+                        checkpoint(step + 1)
                 if callback is not None:
                     callback(t, row)
             host_syncs.mark(step)
             if status == "diverged":
                 break
         done = opt.t if done is None else done
+        clock.stop(done)
         final_val = None
         if status == "completed":
             # at W(N): the curve's batches are the first eval_batches of the closing set, so
             # one pass gives both (the lag reads the curve's set, the gaps the larger one)
-            losses = eval_losses(model, final_batches, run.microbatches, ctx)
+            losses = eval_losses(net, final_batches, run.microbatches, ctx)
             final_val = float(losses.mean())
             curve_val = float(losses[:run.eval_batches * run.microbatches].mean())
             metrics.write(eval_row(done, curve_val,
@@ -288,7 +301,8 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                 checkpoint(done)
     wall = time.perf_counter() - t_start
     result = compose_result(cfg, paths, status=status, done=done, start=start,
-                            final_val_loss=final_val, n_params=n_params, wall=wall, message=message)
+                            final_val_loss=final_val, n_params=n_params, wall=wall, message=message,
+                            steady_tokens_per_s=clock.tokens_per_s(cfg.tokens_per_step))
     if progress and status == "completed":
         print(f"[train] done: {done} steps, val_loss {final_val:.4f}, {wall:.1f}s",
               file=sys.stderr, flush=True)

@@ -9,12 +9,13 @@ square roots and ratios and returns the metrics under the fixed key names (:data
 statistic whose inputs were not measured at this step is ``None``.
 
 Geometry (the "optimizer's norm" of docs/theory.md A2/A3), per parameter from its optimizer group
-(``optim.group_geometry``): Muon matrices -> spectral norm, dual nuclear
-(``SPECTRAL.dual_norm``); AdamW tensors -> l_inf, dual l1 (Adam without momentum is sign
-descent); SGD tensors -> one l2 block over all of them. The norm of the whole parameter space is
-the max over blocks (each Muon matrix and each AdamW tensor a block, the SGD tensors together
-one block), so its dual is the SUM of the blocks' dual norms (nuclear + l1 + l2-of-the-SGD-block)
-and its primal is the MAX of the blocks' primal norms (spectral, l_inf, l2).
+(``optim.group_geometry``): Muon matrices -> spectral norm, dual nuclear (a call's
+matrices all at once, batched by shape: :func:`theory.matrix_norms.matrix_norms`); AdamW
+tensors -> l_inf, dual l1 (Adam without momentum is sign descent); SGD tensors -> one l2
+block over all of them. The norm of the whole parameter space is the max over blocks (each
+Muon matrix and each AdamW tensor a block, the SGD tensors together one block), so its dual
+is the SUM of the blocks' dual norms (nuclear + l1 + l2-of-the-SGD-block) and its primal is
+the MAX of the blocks' primal norms (spectral, l_inf, l2).
 
 Statistics (step t; x = W(t), y = the read point W(t - tau), or W(t - 1) when tau = 0; the
 gradients g_y and g_x are taken on the same batch):
@@ -46,7 +47,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from theory.geometry import L2, Geometry
+from theory.geometry import L2, SPECTRAL, Geometry
+from theory.matrix_norms import matrix_norms
 
 __all__ = [
     "KEYS",
@@ -83,8 +85,19 @@ def _sq_fast(x: Tensor) -> Tensor:
     return torch.linalg.vector_norm(x.detach()).double().square()
 
 
+#: Elements per float64 slice of :func:`_dot` (8 MB): the float64 copies stay small and reused
+#: instead of two copies of a whole weight matrix per product.
+DOT_CHUNK = 1 << 20
+
+
 def _dot(a: Tensor, b: Tensor) -> Tensor:
-    return (a.detach().double() * b.detach().double()).sum()
+    """<a, b> in float64 (exact products of the float32 entries, float64 sums), slice by
+    slice of :data:`DOT_CHUNK` elements."""
+    acc = torch.zeros((), dtype=torch.float64, device=a.device)
+    for ca, cb in zip(a.detach().reshape(-1).split(DOT_CHUNK),
+                      b.detach().reshape(-1).split(DOT_CHUNK)):
+        acc += torch.dot(ca.double(), cb.double())
+    return acc
 
 
 def _zero(tensors: Sequence[Tensor]) -> Tensor | float:
@@ -120,29 +133,39 @@ def _check(name: str, *lists: Sequence[Any]) -> None:
         raise ValueError(f"{name}: inputs have different lengths {[len(x) for x in lists]}")
 
 
-def _dual(prefix: str, tensors: Sequence[Tensor], geoms: Sequence[Geometry]) -> dict[str, float]:
-    """Partials of the product dual norm: additive part and the l2 block's sum of squares."""
-    add, l2sq = _zero(tensors), _zero(tensors)
+def _blocks(prefix: str, tensors: Sequence[Tensor], geoms: Sequence[Geometry],
+            spectral_kind: str, per_block: str) -> tuple[list[Tensor], Tensor | float]:
+    """The non-l2 blocks' norms (``per_block``: ``"dual_norm"`` or ``"norm"`` of their
+    geometry; the spectral geometry's matrices all at once, batched by shape,
+    :func:`theory.matrix_norms.matrix_norms` of ``spectral_kind``) and the l2 block's sum of
+    squares."""
+    l2sq, vals, mats = _zero(tensors), [], []
     for t, g in zip(tensors, geoms):
         if g is L2:
             l2sq += _sq(t)
-        elif g.event_ndim == 2 and t.ndim < 2:
+        elif g.event_ndim == 2 and t.ndim != 2:
             raise ValueError(f"{prefix}: geometry {g.name} needs a matrix, got {tuple(t.shape)}")
+        elif g is SPECTRAL:
+            mats.append(t.detach())
         else:
             flat = t.detach().reshape(-1) if g.event_ndim == 1 else t.detach()
-            add += _f(g.dual_norm(flat.double()))
+            vals.append(_f(getattr(g, per_block)(flat.double())))
+    if mats:
+        vals.extend(matrix_norms(mats, spectral_kind).unbind())
+    return vals, l2sq
+
+
+def _dual(prefix: str, tensors: Sequence[Tensor], geoms: Sequence[Geometry]) -> dict[str, float]:
+    """Partials of the product dual norm: additive part and the l2 block's sum of squares."""
+    vals, l2sq = _blocks(prefix, tensors, geoms, "nuclear", "dual_norm")
+    add = torch.stack(vals).sum() if vals else _zero(tensors)
     return {f"{prefix}_dual_add": add, f"{prefix}_dual_l2sq": l2sq}
 
 
 def _primal(prefix: str, tensors: Sequence[Tensor], geoms: Sequence[Geometry]) -> dict[str, float]:
     """Partials of the product primal norm: max over blocks, and the l2 block's squares."""
-    mx, l2sq = _zero(tensors), _zero(tensors)
-    for t, g in zip(tensors, geoms):
-        if g is L2:
-            l2sq += _sq(t)
-        else:
-            flat = t.detach().reshape(-1) if g.event_ndim == 1 else t.detach()
-            mx = torch.maximum(mx, _f(g.norm(flat.double())))
+    vals, l2sq = _blocks(prefix, tensors, geoms, "spectral", "norm")
+    mx = torch.stack(vals).amax().clamp_min(0.0) if vals else _zero(tensors)
     return {f"max_{prefix}_primal": mx, f"{prefix}_primal_l2sq": l2sq}
 
 

@@ -33,7 +33,6 @@ from llm_validation.config import TrainConfig
 
 __all__ = ["StepTimes", "time_run"]
 
-
 @dataclass(frozen=True, kw_only=True)
 class StepTimes:
     """Per-step wall seconds of one short run."""

@@ -45,3 +45,4 @@ def test_time_run_times_every_step_of_a_real_run(tmp_path):
     assert not (tmp_path / "never-written").exists()     # a temporary directory only
     with pytest.raises(ValueError, match="steps >= 2"):
         time_run(cfg, steps=1)
+
