@@ -50,7 +50,8 @@ __all__ = [
 #: means), plus those that define the mode rather than the condition.
 NON_CONDITION_RUN_FIELDS = ("seed", "out_dir", "resume", "device", "eval_interval",
                             "stats_interval", "momentum_error_interval", "large_batch_factor",
-                            "checkpoint_interval", "log_interval", "profile", "microbatches",
+                            "checkpoint_interval", "checkpoint_minutes", "log_interval", "profile",
+                            "microbatches",
                             "pipeline", "stages")
 #: ``tail`` gap metric: the mean of the last this many validation evaluations (the final one,
 #: at W(N), included).
