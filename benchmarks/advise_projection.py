@@ -114,7 +114,8 @@ def rows(ledgers: list[str], optimizer: str, stages: list[int],
             ns = build_parser().parse_args(
                 ["advise", "--optimizer", optimizer, "--stages", str(p), "--microbatches",
                  str(MICRO_PER_STAGE * p), "--model", MODEL, "--tokens", repr(tokens),
-                 *[x for led in ledgers for x in ("--ledger", led)], "--quiet"])
+                 *[x for led in ledgers for x in ("--ledger", led)], "--quiet",
+                 "--rank-schedules"])     # the model fits one device: ranked on request
             out.append(row(compute(ns)))
             print(f"[advise_projection] P={p} tokens={tokens:.0e} done "
                   f"({time.perf_counter() - t0:.0f}s)", file=sys.stderr, flush=True)
