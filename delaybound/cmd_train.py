@@ -157,6 +157,21 @@ def register(subparsers: Any) -> None:
     a("--quiet", action="store_true", help="no progress on stderr")
     a("--json", action="store_true", help="print the run summary as JSON")
     p.set_defaults(func=run)
+    _show_config_defaults(p)
+
+
+def _show_config_defaults(p: argparse.ArgumentParser) -> None:
+    """Append the config's default to every flag of a config field whose help does not say it
+    (the flags default to None so that a saved config can fill them: the value shown is what a
+    new run takes)."""
+    from llm_validation.config import TrainConfig
+    d = TrainConfig().to_dict()
+    for action in p._actions:                                     # noqa: SLF001
+        field = _FIELDS.get(action.dest)
+        if field is None or not action.help or "default" in action.help.lower():
+            continue
+        value = d[field[0]][field[1]]
+        action.help += f" (default: {'none' if value is None else value})"
 
 
 def _json_object(path: Path, flag: str) -> dict[str, Any]:

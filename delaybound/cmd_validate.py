@@ -205,11 +205,11 @@ def register(subparsers: Any) -> None:
     a("--mode", type=_words, help="comma list of sync,2bw,2bw+ef (default all three)")
     a("--lr", action="append", metavar="[OPT=]LRS", help="peak lrs (default: the demo's)")
     a("--momentum", action="append", metavar="[OPT=]MOMS",
-      help="Muon/SGD momentum or AdamW beta1 values")
+      help="Muon/SGD momentum or AdamW beta1 values (default: each optimizer's base value)")
     a("--tau", type=_ints, help="delays of the 2bw mode (default 1)")
     a("--lam", type=_floats, help="EF coefficients of the 2bw+ef mode (default 1)")
     a("--batch-size", type=_ints, help="batch sizes (default 16)")
-    a("--seeds", type=_ints, help="explicit seeds, e.g. 0,1,2")
+    a("--seeds", type=_ints, help="explicit seeds, e.g. 0,1,2 (default: --n-seeds)")
     a("--n-seeds", type=int, help="seeds 0..N-1 (default 3)")
     a("--steps", type=int, help="steps per run (default 250)")
     a("--preset", help="model preset (default tiny)")

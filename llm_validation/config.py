@@ -188,7 +188,7 @@ PRESETS: dict[str, ModelConfig] = {
     # ~9.6M parameters: CPU benchmarks and short real runs.
     "small": ModelConfig(name="small", n_layer=6, d_model=384, n_head=6, n_kv_head=2, d_ff=1024,
                          max_seq_len=1024),
-    # The size ladder (issue 27): one Llama-style family on the byte vocabulary, 4 blocks (the
+    # The size ladder: one Llama-style family on the byte vocabulary, 4 blocks (the
     # PipeDream claim's P = 4 needs a block a stage), head size 8, one kv head, d_ff = 4 d,
     # width 24 / 40 / 64; parameters (all counted, Chinchilla's way) / non-embedding /
     # embedding + head share: 46,296 / 34,008 / 27%; 113,000 / 92,520 / 18%; 266,816 /
