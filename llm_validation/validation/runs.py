@@ -258,12 +258,9 @@ class RunRecord:
 
     @cached_property
     def damage(self) -> str | None:
-        """What the metrics of a finished run miss, or None when they are whole. A run is
-        damaged by what is missing, whatever lost it: training rows that stop before the last
-        step of its config (``run.steps``), or no closing evaluation row at that step (a
-        completed run); a skipped truncated last line or an unreadable file is named beside it.
-        The policy every verdict follows (:attr:`usable`): a damaged run is dropped, never used
-        in part."""
+        """What a finished run's metrics miss (training rows stopping before its config's last
+        step, no closing eval row; a skipped truncated line named beside it), or None. Every
+        verdict drops a damaged run alike (:attr:`usable`), never using it in part."""
         if not self.complete:
             return None
         try:
@@ -298,9 +295,8 @@ class RunRecord:
 
     @property
     def usable(self) -> bool:
-        """Finished all its steps, not diverged, metrics whole: the runs every verdict reads
-        (:func:`~llm_validation.validation.groups.select`, :func:`sync_partner`); any other run
-        is dropped the same way by all of them, and each verdict that lost it says so."""
+        """Finished, not diverged, metrics whole: the runs every verdict reads (``groups.select``,
+        :func:`sync_partner`); each verdict that lost another run says so."""
         return self.final_val is not None and self.damage is None
 
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
