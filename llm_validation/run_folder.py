@@ -24,14 +24,16 @@ state                                     ``train --out DIR``          ``train -
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import shlex
 from pathlib import Path
 
 from llm_validation.config import TrainConfig
-from llm_validation.pipeline.checkpoint import latest_complete
-from llm_validation.rundir import (RunPaths, check_resumable, latest_checkpoint, load_config,
-                                   read_json)
+from llm_validation.pipeline.checkpoint import newest_intact
+from llm_validation.rundir import (RunPaths, check_resumable, checkpoint_step,
+                                   latest_checkpoint, load_config, read_json)
 from llm_validation.validation.runs import is_complete
 
 __all__ = ["STATES", "folder_state", "newest_checkpoint", "continuation", "continue_command"]
@@ -42,12 +44,13 @@ STATES = ("empty", "finished", "unfinished", "unfinished-no-checkpoint", "other"
 
 def newest_checkpoint(paths: RunPaths) -> int | None:
     """The step of the newest checkpoint of either runtime (the emulator's ``step_<N>.pt``, a
-    pipeline's complete DCP folder), or None."""
+    pipeline's complete and intact DCP folder), or None."""
     steps = []
     own = latest_checkpoint(paths)
     if own is not None:
-        steps.append(int(own.stem.split("_")[1]))
-    piped = latest_complete(paths)
+        steps.append(checkpoint_step(own))
+    with contextlib.redirect_stderr(io.StringIO()):    # its warning is the run's to print
+        piped = newest_intact(paths)
     if piped is not None:
         steps.append(piped[0])
     return max(steps, default=None)

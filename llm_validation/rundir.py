@@ -321,8 +321,8 @@ def start_step(cfg: TrainConfig, paths: RunPaths, checkpoint_step: int | None) -
 
     A new run needs a directory without a run. ``--resume`` (``True`` or ``"auto"``) continues
     from ``checkpoint_step`` (the newest complete checkpoint) when there is one; without one it
-    starts this run over from step 0 when the directory holds its config (a run stopped before
-    its first checkpoint). The saved config must match up to :data:`RESUMABLE` fields (never
+    starts this run over from step 0 when the directory holds its config and the run never
+    ended (stopped before its first checkpoint; an ended run without one is an error). The saved config must match up to :data:`RESUMABLE` fields (never
     another run's). ``--resume`` on a directory with no run at all is an error (a typo in a run
     name must never start a new run); ``"auto"`` starts one (what ``torchrun --max-restarts``
     needs)."""
@@ -330,9 +330,12 @@ def start_step(cfg: TrainConfig, paths: RunPaths, checkpoint_step: int | None) -
     if run.resume:
         if paths.config.exists():
             check_resumable(load_config(paths.root), cfg)
-        elif checkpoint_step is None and run.resume != "auto":
+        if checkpoint_step is None and run.resume != "auto" and not paths.config.exists():
             raise ValueError(f"--resume: no checkpoint found in {paths.root} and no run to "
                              "continue there; drop --resume to start a new run")
+        if checkpoint_step is None and run.resume != "auto" and paths.summary.exists():
+            raise ValueError(f"--resume: no checkpoint found in {paths.root}: its run ended "
+                             "and cannot be continued; choose another --out")
     elif paths.has_run():
         raise ValueError(f"run directory {paths.root} already holds a run; pass --resume or "
                          "choose another --out")
