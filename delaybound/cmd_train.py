@@ -302,11 +302,12 @@ def run(args: argparse.Namespace) -> int:
         from llm_validation.tensorboard_log import TensorboardLog
         check_out_dir("--tensorboard", args.tensorboard)
         tb = TensorboardLog(args.tensorboard)
-    if line:
-        print(f"delaybound train: {line}", file=sys.stderr, flush=True)
+    def announce() -> None:     # once the folder is ours: an error stays one line
+        if line:
+            print(f"delaybound train: {line}", file=sys.stderr, flush=True)
     emulated = cfg.run.pipeline == "none" and cfg.run.data_parallel == 1
     try:
-        result = run_training(cfg, progress=not args.quiet,
+        result = run_training(cfg, progress=not args.quiet, on_start=announce,
                               callback=tb.row if tb is not None and emulated else None)
         if tb is not None:               # the closing eval row (a pipeline's rows: all)
             tb.add_run(cfg.run.out_dir)
