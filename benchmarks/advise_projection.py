@@ -5,7 +5,7 @@ For every pipeline depth P (microbatches M = 4P) and token budget, runs ``delayb
 the pilot, and prints one row per (P, tokens): 2BW's speed-up and extra memory over 1F1B, the
 predicted 2BW lag as a share of the run, the time to the synchronous final loss of 2BW and of
 2BW + EF as a ratio to 1F1B (95% intervals), 2BW's time over the model-uncertainty range (the
-transfer laws not ruled out, issue 28), ZB-H1's ratio and advise's recommendation. So the
+transfer laws not ruled out), ZB-H1's ratio and advise's recommendation. So the
 table in README.md ("Should I use 2BW?") is a command's output, not hand-copied numbers.
 
 Usage: ``python benchmarks/advise_projection.py [--ledger docs/claims_tiny ...] [--optimizer muon]
@@ -114,7 +114,8 @@ def rows(ledgers: list[str], optimizer: str, stages: list[int],
             ns = build_parser().parse_args(
                 ["advise", "--optimizer", optimizer, "--stages", str(p), "--microbatches",
                  str(MICRO_PER_STAGE * p), "--model", MODEL, "--tokens", repr(tokens),
-                 *[x for led in ledgers for x in ("--ledger", led)], "--quiet"])
+                 *[x for led in ledgers for x in ("--ledger", led)], "--quiet",
+                 "--rank-schedules"])     # the model fits one device: ranked on request
             out.append(row(compute(ns)))
             print(f"[advise_projection] P={p} tokens={tokens:.0e} done "
                   f"({time.perf_counter() - t0:.0f}s)", file=sys.stderr, flush=True)

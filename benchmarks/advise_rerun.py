@@ -1,4 +1,4 @@
-"""Re-run issue 28's evidence on a set of ledgers: the transfer laws' held-out scores, advise's
+"""Re-run the transfer-law evidence on a set of ledgers: the transfer laws' held-out scores, advise's
 choice, the acceptance reading and the README projection table, in one command.
 
 For the 20:1 size ladder (docs/size_ladder.md), once its ledgers are assembled::

@@ -4,7 +4,7 @@ Holds out, in turn, each horizon, each (optimizer, lr) and each optimizer of a l
 (delayed, synchronous) pairs, fits the predictors on the rest and predicts every held-out pair's
 final gap (:mod:`llm_validation.advice.loo`). Prints per hold-out kind and predictor the pairs,
 how many got a prediction, the factor-2 hit rate (over predicted pairs and over all pairs) and
-the worst misses; ``overall`` pools the three kinds. ``transfer`` (issue 28) scores the
+the worst misses; ``overall`` pools the three kinds. ``transfer`` scores the
 candidate transfer laws (:mod:`llm_validation.advice.transfer`) on the held-out largest size and
 longest horizon (:mod:`llm_validation.advice.transfer_choice`): per law and hold-out the hits
 within a factor 2 and the mean absolute log error, the law advise chooses, ``confirmation`` (the

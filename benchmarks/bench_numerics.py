@@ -1,7 +1,7 @@
 """Batched vs naive (per-configuration Python loop) runs of the reference grid, plus Newton-Schulz
 vs SVD at 1024 x 1024.
 
-Reference grid (issue 3): 5 problems x tau {0,1,2,4,8} x 4 eta x 3 alpha x (sigma = 0, plus
+Reference grid: 5 problems x tau {0,1,2,4,8} x 4 eta x 3 alpha x (sigma = 0, plus
 sigma > 0 with 16 seeds), K = 6000 steps: 5 x 5 x 4 x 3 x 17 = 5100 runs. The batched runner does
 one call per problem (B = 1020), single-threaded, the problems spread over ``--workers``
 processes (2 = the reference 2 cores); ``batched_s`` is that wall time. The naive loop is timed

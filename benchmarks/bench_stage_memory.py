@@ -1,5 +1,5 @@
 """Peak host memory and build time of one pipeline rank's model: the whole model built and split
-(the code before issue 31) against the meta-device build of only the rank's stage.
+(building the whole model first) against the meta-device build of only the rank's stage.
 
 For each stage s of P (default 4) of a model with ``--layers`` blocks (default 8) the build runs
 in a fresh Python process (one per stage and method, so peaks do not mix):

@@ -22,7 +22,7 @@ import signal
 import sys
 from typing import Sequence
 
-__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+__all__ = ["main", "build_parser", "COMMAND_MODULES", "DefaultsFormatter", "help_without_default"]
 
 #: The subcommand modules, in the order they appear in ``--help``. A fixed list, not a registry.
 COMMAND_MODULES = (
@@ -39,7 +39,24 @@ COMMAND_MODULES = (
 )
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Every option's help shows its default: ``(default: X)`` appended unless the help already
+    says it (the word "default"), ``(default: none)`` for an option that is off unless given; a
+    flag (on/off) and a required option get nothing appended."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or "default" in text.lower() or action.nargs == 0
+                or action.required or action.default is argparse.SUPPRESS):
+            return text
+        return f"{text} (default: {'none' if action.default is None else '%(default)s'})"
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # argparse's own errors: one line, exit 2
         self.exit(2, f"{self.prog}: error: {message}\n")
 
@@ -67,6 +84,25 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module.register(sub)
     return parser
+
+
+def help_without_default(parser: argparse.ArgumentParser) -> list[str]:
+    """``command --option`` of every option of every (nested) subcommand whose ``--help`` does
+    not show its default (a value option whose help, as printed, has no "default"): what
+    :class:`DefaultsFormatter` and the help texts must leave empty."""
+    out = []
+    for action in parser._actions:                                        # noqa: SLF001
+        if isinstance(action, argparse._SubParsersAction):                # noqa: SLF001
+            for sub in action.choices.values():
+                out += help_without_default(sub)
+    formatter = parser._get_formatter()                                   # noqa: SLF001
+    for a in parser._actions:                                             # noqa: SLF001
+        if not a.option_strings or a.nargs == 0 or a.required or a.help == argparse.SUPPRESS:
+            continue
+        shown = formatter._expand_help(a) if a.help else ""               # noqa: SLF001
+        if "default" not in shown.lower():
+            out.append(f"{parser.prog} {a.option_strings[-1]}")
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

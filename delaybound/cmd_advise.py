@@ -24,12 +24,14 @@ from delaybound.output import check_out_dir, print_json
 
 __all__ = ["register", "cmd_advise", "compute", "demo_advice", "format_advice", "format_plan",
            "DEMO_ARGS",
-           "DEFAULT_GPU_TFLOPS", "DEFAULT_LINK_GBPS"]
+           "DEFAULT_GPU_TFLOPS", "DEFAULT_LINK_GBPS", "DEFAULT_DEVICE_GIB", "no_pipeline_text"]
 
 #: ``--model`` hardware when no flag is given: the projection of docs/simulation.md (an H100 at
 #: about 40% of its bf16 peak, 400 Gb/s links).
 DEFAULT_GPU_TFLOPS = 400.0
 DEFAULT_LINK_GBPS = 400.0
+#: Memory of one device when ``--device-memory-gib`` is not given: an H100's 80 GB.
+DEFAULT_DEVICE_GIB = 80.0
 
 
 def _positive(flag: str, what: str):
@@ -81,9 +83,22 @@ def _clip_note() -> str:
             "1F1B computed from a clipped lag is clipped too")
 
 
+def no_pipeline_text(one: dict[str, Any], optimizer: str) -> str:
+    """The answer for a model that fits one device: no pipeline, and why (its memory)."""
+    return (f"pipelining is not needed: the whole model ({one['params']:,.0f} parameters) needs "
+            f"{one['total_gib']:.3g} GiB on one device (weights, gradients, {optimizer} state "
+            f"and one microbatch's activations), within one device's {one['device_gib']:g} GiB "
+            "(--device-memory-gib). Train it on one device, with data-parallel replicas for "
+            "more throughput; --rank-schedules ranks the pipeline schedules anyway")
+
+
 def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
     """The human-readable advice (also the demo report's closing section; ``warnings=False``:
     without the WARNING notes, which the report prints in bold above the block)."""
+    if "throughput" not in r:                # the no-pipeline answer: nothing ranked
+        return [f"advise: {r['optimizer']}, P={r['stages']} M={r['microbatches']} "
+                f"D={r['data_parallel']}", f"recommendation: {r['recommendation']['schedule']}. "
+                f"{r['recommendation']['why']}."]
     out = [f"advise: {r['optimizer']}, P={r['stages']} M={r['microbatches']} "
            f"D={r['data_parallel']}, {r['tokens']:.3g} tokens = {r['target_steps']:.0f} steps of "
            f"{r['tokens_per_step']} tokens",
@@ -191,6 +206,20 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
         ns.gpu_tflops = args.gpu_tflops if args.gpu_tflops is not None else DEFAULT_GPU_TFLOPS
         ns.link_gbps = args.link_gbps if args.link_gbps is not None else DEFAULT_LINK_GBPS
     setup, setup_ef = cost_setup(ns), cost_setup(ns, ef=True)
+    from llm_validation.advice.throughput import one_device
+    one = one_device(setup, args.device_memory_gib)
+    if one is not None and one["fits"] and not args.rank_schedules and not args.plan_pilot:
+        result = {"optimizer": spec.optimizer, "stages": spec.stages,
+                  "microbatches": spec.microbatches, "data_parallel": spec.data_parallel,
+                  "tokens": spec.tokens, "pipeline_needed": False, "one_device": one,
+                  "recommendation": {"schedule": "no pipeline",
+                                     "why": no_pipeline_text(one, spec.optimizer)},
+                  "cost_source": setup["source"], "notes": []}
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            result["files"] = {"json": str(Path(args.out) / "advice.json")}
+            write_json(result["files"]["json"], result)
+        return result
     table = schedule_table(spec.stages, spec.microbatches, setup=setup, setup_ef=setup_ef,
                            batches=args.batches, chunks=args.chunks,
                            progress=lambda i, n, name: say(f"simulated {name} ({i}/{n})"))
@@ -211,6 +240,12 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("the pilot holds no finished run")
     result = advise(spec, runs, table, progress=say)
     result["cost_source"] = setup["source"]
+    result["pipeline_needed"] = not (one is not None and one["fits"])
+    result["one_device"] = one
+    if not result["pipeline_needed"]:
+        result["notes"].insert(0, no_pipeline_text(one, spec.optimizer).replace(
+            "; --rank-schedules ranks the pipeline schedules anyway",
+            " (ranked below because --rank-schedules was given)"))
     if args.out:
         from llm_validation.advice.figure import plot_advice
         out = Path(args.out)
@@ -226,7 +261,8 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
 
 
 #: The demo's question: SmolLM-360M on 8 stages, 32 microbatches, 1e9 tokens (default hardware).
-DEMO_ARGS = ("--stages", "8", "--microbatches", "32", "--model", "smollm-360m", "--tokens", "1e9")
+DEMO_ARGS = ("--stages", "8", "--microbatches", "32", "--model", "smollm-360m", "--tokens", "1e9",
+             "--rank-schedules")
 
 
 def demo_advice(runs_dir: str | Path, out: str | Path, root: str | Path,
@@ -266,7 +302,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
         return 0
     print("\n".join(format_advice(result)))
     if "files" in result:
-        print(f"wrote {result['files']['json']} and {result['files']['figure']}")
+        print(f"wrote {' and '.join(result['files'].values())}")
     return 0
 
 
@@ -306,6 +342,12 @@ def register(subparsers: Any) -> None:
     add_cost_arguments(p)
     a("--batches", type=int, default=4, help="batches simulated per schedule (4)")
     a("--chunks", type=int, default=2, help="model chunks per device of interleaved-1f1b (2)")
+    a("--device-memory-gib", type=_positive("--device-memory-gib", "memory size"),
+      default=DEFAULT_DEVICE_GIB, metavar="GIB",
+      help="memory of one device: a model that fits it needs no pipeline, and advise says so "
+           "instead of ranking schedules")
+    a("--rank-schedules", action="store_true",
+      help="rank the pipeline schedules even when the model fits one device")
     a("--out", metavar="DIR", help="write advice.json + advice.png")
     a("--json", action="store_true", help="print the advice as JSON")
     a("--quiet", action="store_true", help="no progress lines")

@@ -280,8 +280,8 @@ def register(subparsers: Any) -> None:
       help="microbatches per batch; Nx means N times the stages")
     a("--batches", type=int, default=4, help="batches T to simulate (default 4)")
     a("--data-parallel", type=_ints, metavar="D[,D...]", help="replicas (default 1)")
-    a("--chunks", type=int, help=f"model chunks per device of interleaved-1f1b "
-                                 f"({DEFAULT_CHUNKS}; only with that schedule)")
+    a("--chunks", type=int, help=f"model chunks per device of interleaved-1f1b, only with that "
+                                 f"schedule (default: {DEFAULT_CHUNKS})")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--unit-costs", action="store_true",
                      help="every forward and backward takes 1, everything else 0")

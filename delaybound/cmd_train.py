@@ -39,6 +39,7 @@ _FIELDS = {
     "stats_interval": ("run", "stats_interval"),
     "momentum_error_interval": ("run", "momentum_error_interval"),
     "checkpoint_interval": ("run", "checkpoint_interval"), "out": ("run", "out_dir"),
+    "checkpoint_minutes": ("run", "checkpoint_minutes"),
     "log_interval": ("run", "log_interval"),
     "pipeline": ("run", "pipeline"), "stages": ("run", "stages"), "device": ("run", "device"),
     "data_parallel": ("run", "data_parallel"),
@@ -124,14 +125,22 @@ def register(subparsers: Any) -> None:
     a("--stats-interval", type=int, help="expensive statistics every N steps (0: off)")
     a("--momentum-error-interval", type=int, help="momentum error every N steps (0: off)")
     a("--checkpoint-interval", type=int, help="checkpoint every N steps (0: end only)")
+    a("--checkpoint-minutes", type=float, metavar="MIN",
+      help="also checkpoint every MIN minutes of wall time and at Ctrl-C / SIGTERM (0: off), so "
+           "an interrupted run loses at most that; emulated runs")
     a("--log-interval", type=int,
       help="read the step scalars from the device and write the metrics rows every N steps "
            "(and at checkpoints and the end; default 1); N > 1: no host sync on other steps")
     a("--out", help="run directory (default runs/<preset>-<optimizer>-tau<TAU>-ef<LAM>-s<SEED>"
                     "[-compiled])")
     a("--resume", nargs="?", const="yes", default=None, metavar="auto",
-      help="continue the run in --out from its checkpoint (none: exit 2); '--resume auto': "
-           "continue if there is a complete checkpoint, else start (torchrun --max-restarts)")
+      help="continue the run in --out with its saved settings, from its newest checkpoint (none "
+           "yet: from step 0); a larger --steps extends a finished run; '--resume auto': "
+           "continue or start, without a word (torchrun --max-restarts). Without --resume, an "
+           "unfinished run of the same settings in --out is continued too")
+    a("--tensorboard", metavar="DIR",
+      help="also write the metrics as TensorBoard scalars to DIR (optional extra: pip install "
+           "'delaybound[tensorboard]')")
     a("--profile", action="store_true", default=None,
       help="pipeline runs: time every action per stage into RUN_DIR/profile.json "
            "(for delaybound simulate --from RUN_DIR)")
@@ -156,6 +165,21 @@ def register(subparsers: Any) -> None:
     a("--quiet", action="store_true", help="no progress on stderr")
     a("--json", action="store_true", help="print the run summary as JSON")
     p.set_defaults(func=run)
+    _show_config_defaults(p)
+
+
+def _show_config_defaults(p: argparse.ArgumentParser) -> None:
+    """Append the config's default to every flag of a config field whose help does not say it
+    (the flags default to None so that a saved config can fill them: the value shown is what a
+    new run takes)."""
+    from llm_validation.config import TrainConfig
+    d = TrainConfig().to_dict()
+    for action in p._actions:                                     # noqa: SLF001
+        field = _FIELDS.get(action.dest)
+        if field is None or not action.help or "default" in action.help.lower():
+            continue
+        value = d[field[0]][field[1]]
+        action.help += f" (default: {'none' if value is None else value})"
 
 
 def _json_object(path: Path, flag: str) -> dict[str, Any]:
@@ -260,17 +284,54 @@ def config_from_args(args: argparse.Namespace) -> Any:
     return with_prepared_data(cfg, vocab)
 
 
+def _interrupted(exc: KeyboardInterrupt, out_dir: str) -> int:
+    """The one line of an interrupted run: where it stopped and the command that continues it;
+    the exit code 128 + signal."""
+    import signal
+
+    from llm_validation.rundir import RunPaths
+    from llm_validation.run_folder import continue_command, newest_checkpoint
+    from llm_validation.sweep.interrupt import Interrupted, exit_code
+    signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+    where = exc.detail if isinstance(exc, Interrupted) else ""
+    if not where:
+        step = newest_checkpoint(RunPaths(out_dir))
+        where = ("before its first checkpoint (it will start over)" if step is None else
+                 f"at once; its newest checkpoint is at step {step}")
+    print(f"delaybound train: interrupted by {signal.Signals(signum).name} {where}; continue "
+          f"with: {continue_command(out_dir)}", file=sys.stderr, flush=True)
+    return exit_code(signum)
+
+
 def run(args: argparse.Namespace) -> int:
     from llm_validation.pipeline.faults import PipelineFailure
     from llm_validation.run import run as run_training
+    from llm_validation.run_folder import continuation
 
     check_out_dir("--out", args.out)
-    cfg = config_from_args(args)
+    cfg, line = continuation(config_from_args(args))
+    tb = None
+    if args.tensorboard is not None:
+        from llm_validation.tensorboard_log import TensorboardLog
+        check_out_dir("--tensorboard", args.tensorboard)
+        tb = TensorboardLog(args.tensorboard)
+    def announce() -> None:     # once the folder is ours: an error stays one line
+        if line:
+            print(f"delaybound train: {line}", file=sys.stderr, flush=True)
+    emulated = cfg.run.pipeline == "none" and cfg.run.data_parallel == 1
     try:
-        result = run_training(cfg, progress=not args.quiet)
+        result = run_training(cfg, progress=not args.quiet, on_start=announce,
+                              callback=tb.row if tb is not None and emulated else None)
+        if tb is not None:               # the closing eval row (a pipeline's rows: all)
+            tb.add_run(cfg.run.out_dir)
     except PipelineFailure as exc:  # a stage died or hung; the message names it
         print(f"delaybound train: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc, cfg.run.out_dir)
+    finally:
+        if tb is not None:
+            tb.close()
     if args.json:
         print_json(result.to_dict())
     else:

@@ -133,9 +133,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore")
         runs = load_runs(args.run_dirs)
         rep = validate_runs(runs, gap_metric=args.gap, quick=args.quick)
-    for r in runs:    # every skipped or damaged metrics line, one warning each
+    for r in runs:    # every damaged run, one warning each (what its metrics miss)
         if r.damage:
-            print(f"delaybound validate: warning: {r.path}: {r.damage}", file=sys.stderr)
+            print(f"delaybound validate: warning: {r.path / 'metrics.jsonl'}: {r.damage}; the "
+                  "run is dropped by every verdict", file=sys.stderr)
     plots = {}
     if args.plots:
         from llm_validation.validation.plots import make_plots
@@ -159,6 +160,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for k, x in v.measured.items():
             print(f"{'':12s} {'':{w}s}    {k}: {x.fmt() if hasattr(x, 'fmt') else x}")
         print(f"{'':12s} {'':{w}s}    -> {v.reason}")
+        for d in v.dropped:
+            print(f"{'':12s} {'':{w}s}    dropped: {d}")
+    if rep.comparisons:
+        print("\noptimizers compared (the delay's cost, pairwise):")
+        for cmp in rep.comparisons:
+            nums = "; ".join(f"{k}: {x.fmt() if hasattr(x, 'fmt') else x}"
+                             for k, x in cmp.items() if k not in ("a", "b", "reading", "n_seeds"))
+            print(f"  {cmp['reading']} ({cmp['n_seeds']} seeds; {nums})")
     for n in rep.notes:
         print(f"note: {n}")
     print(f"\n{c['pass']} pass, {c['fail']} fail, {c['inconclusive']} inconclusive "
@@ -196,11 +205,11 @@ def register(subparsers: Any) -> None:
     a("--mode", type=_words, help="comma list of sync,2bw,2bw+ef (default all three)")
     a("--lr", action="append", metavar="[OPT=]LRS", help="peak lrs (default: the demo's)")
     a("--momentum", action="append", metavar="[OPT=]MOMS",
-      help="Muon/SGD momentum or AdamW beta1 values")
+      help="Muon/SGD momentum or AdamW beta1 values (default: each optimizer's base value)")
     a("--tau", type=_ints, help="delays of the 2bw mode (default 1)")
     a("--lam", type=_floats, help="EF coefficients of the 2bw+ef mode (default 1)")
     a("--batch-size", type=_ints, help="batch sizes (default 16)")
-    a("--seeds", type=_ints, help="explicit seeds, e.g. 0,1,2")
+    a("--seeds", type=_ints, help="explicit seeds, e.g. 0,1,2 (default: --n-seeds)")
     a("--n-seeds", type=int, help="seeds 0..N-1 (default 3)")
     a("--steps", type=int, help="steps per run (default 250)")
     a("--preset", help="model preset (default tiny)")

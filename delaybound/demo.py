@@ -279,7 +279,9 @@ def register(subparsers: Any) -> None:
                    help="<= 3 minutes: fewer steps, one seed; verdicts marked quick")
     p.add_argument("--json", action="store_true", help="print the verdict list as JSON")
     p.add_argument("--jobs", type=int, default=2, help="parallel training processes (default 2)")
-    p.add_argument("--steps", type=int, help="override the steps per run")
-    p.add_argument("--seeds", type=int, help="override the number of seeds (0..N-1)")
+    p.add_argument("--steps", type=int, help="override the steps per run (default: the demo's "
+                   "own, fewer with --quick)")
+    p.add_argument("--seeds", type=int, help="override the number of seeds 0..N-1 (default: the "
+                   "demo's own, one with --quick)")
     p.add_argument("--no-pipeline", action="store_true", help="skip the real pipeline run")
     p.set_defaults(func=_cmd)

@@ -190,7 +190,7 @@ PRESETS: dict[str, ModelConfig] = {
     # ~9.6M parameters: CPU benchmarks and short real runs.
     "small": ModelConfig(name="small", n_layer=6, d_model=384, n_head=6, n_kv_head=2, d_ff=1024,
                          max_seq_len=1024),
-    # The size ladder (issue 27): one Llama-style family on the byte vocabulary, 4 blocks (the
+    # The size ladder: one Llama-style family on the byte vocabulary, 4 blocks (the
     # PipeDream claim's P = 4 needs a block a stage), head size 8, one kv head, d_ff = 4 d,
     # width 24 / 40 / 64; parameters (all counted, Chinchilla's way) / non-embedding /
     # embedding + head share: 46,296 / 34,008 / 27%; 113,000 / 92,520 / 18%; 266,816 /
@@ -497,6 +497,11 @@ class RunConfig:
     """The large batch of the momentum error has ``large_batch_factor * batch_size`` windows."""
     checkpoint_interval: int = 0
     """Checkpoint every this many steps (0: only at the end; the end is always saved)."""
+    checkpoint_minutes: float = 10.0
+    """Also checkpoint when this many minutes of wall time have passed since the last
+    checkpoint (0: off), and at SIGINT / SIGTERM, so an interrupted run loses at most this much:
+    the emulated single-process loop (pipeline runs checkpoint every ``checkpoint_interval``
+    steps). Checkpoints are atomic; resuming from any of them is bitwise on CPU."""
     log_interval: int = 1
     """Host-read flush every this many steps (>= 1): the per-step scalars of the metrics rows
     (loss, lr, grad_norm, every statistic) stay on the device and are read in ONE copy every
@@ -557,6 +562,7 @@ class RunConfig:
         for name in ("eval_interval", "stats_interval", "momentum_error_interval",
                      "checkpoint_interval"):
             _int(self, name, 0)
+        _float(self, "checkpoint_minutes", 0.0)
         _int(self, "log_interval", 1)
         _int(self, "eval_batches", 1)
         _int(self, "final_eval_batches", 0)
@@ -593,13 +599,15 @@ class RunConfig:
 #: digest leaves a field out while it holds that value, so those runs keep their names.
 DIGEST_LEGACY: Mapping[str, Any] = {"optim.ns_dtype": "bfloat16", "run.final_eval_batches": 0,
                                     "run.log_interval": 1, "model.boundary_dtype": "float32",
-                                    "model.boundary_stages": 1, "run.compile": False}
+                                    "model.boundary_stages": 1, "run.compile": False,
+                                    "run.checkpoint_minutes": 0.0}
 #: RunConfig fields that do not change a run's numbers (a run resumes bitwise from any
 #: checkpoint; its rows are bitwise the same at any log interval), with the value a run-name
 #: digest and a sweep's same-config check read in their place: changing them keeps a run's name
 #: and directory (e.g. the ledger checkpointing its long runs), and a run started under one
 #: value continues under another (:data:`~llm_validation.rundir.RESUMABLE` allows it).
-DIGEST_NEUTRAL: Mapping[str, Any] = {"run.checkpoint_interval": 0, "run.log_interval": 1}
+DIGEST_NEUTRAL: Mapping[str, Any] = {"run.checkpoint_interval": 0, "run.log_interval": 1,
+                                     "run.checkpoint_minutes": 0.0}
 
 
 def neutral_dict(cfg_dict: dict[str, Any]) -> dict[str, Any]:

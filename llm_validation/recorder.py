@@ -62,6 +62,7 @@ from llm_validation.metrics_rows import TRAIN_KEYS
 from llm_validation.provenance import environment
 from llm_validation.rundir import (MetricsWriter, RunPaths, RunResult, diverged_message,
                                    diverged_row, eval_row, read_metrics, write_json)
+from llm_validation.tensorboard_log import TensorboardLog
 from llm_validation.training import stats
 from llm_validation.training.delay import DelayedOptimizer
 from llm_validation.training.flush import RowBuffer
@@ -178,13 +179,17 @@ class StatsRecorder:
     ``microbatches``: the M backward passes of ``loss_m / M`` each step accumulates (the noise
     statistic needs M >= 2 and :meth:`observe_microbatch`); ``momentum_error_interval`` > 0
     needs ``large_closure`` in :meth:`step`. A directory that already holds a run is refused.
+    ``tensorboard``: a folder where every row is also written as TensorBoard scalars
+    (:class:`~llm_validation.tensorboard_log.TensorboardLog`; the optional extra
+    ``delaybound[tensorboard]``).
     """
 
     def __init__(self, model: nn.Module, optimizer: Any, out_dir: str | Path, *, seed: int,
                  batch_size: int, steps: int | None = None, seq_len: int | None = None,
                  microbatches: int = 1, stats_interval: int = 10,
                  momentum_error_interval: int = 0, geometry: GeometrySpec = None,
-                 config: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+                 config: Mapping[str, Mapping[str, Any]] | None = None,
+                 tensorboard: str | Path | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"StatsRecorder: model must be a torch.nn.Module, got "
                             f"{type(model).__name__}")
@@ -223,6 +228,7 @@ class StatsRecorder:
                          "geometry": {names[id(p)]: g.name for p, g in zip(opt.params,
                                                                            self.geoms)}},
             "n_params": self.config["model"]["n_params"], "environment": environment()}
+        self._tb = TensorboardLog(tensorboard) if tensorboard is not None else None
         self.paths.root.mkdir(parents=True, exist_ok=True)
         write_json(self.paths.config, self.config)
         self._writer = MetricsWriter(self.paths.metrics)
@@ -301,6 +307,8 @@ class StatsRecorder:
                              f_y=rec.pop("f_y", None))
         row["tokens"] = (t + 1) * self.batch_size * self.seq_len if self.seq_len else None
         self._writer.write(row)
+        if self._tb is not None:
+            self._tb.row(t, row)
         self.last_loss = loss_f
         return {k: row.get(k) for k in TRAIN_KEYS}
 
@@ -314,11 +322,15 @@ class StatsRecorder:
         val = None if val_loss is None else float(val_loss)
         fin = None if final_val_loss is None else float(final_val_loss)
         self._writer.write(eval_row(self.t, val, fin))
+        if self._tb is not None:
+            self._tb.row(self.t, eval_row(self.t, val, fin))
         self.status = "completed"
         return self._close(fin if fin is not None else val)
 
     def _close(self, final_val: float | None) -> RunResult:
         self._writer.close()
+        if self._tb is not None:
+            self._tb.close()
         if self.steps is None:
             self.config["run"]["steps"] = self.t
             write_json(self.paths.config, self.config)
@@ -343,4 +355,6 @@ class StatsRecorder:
         summary is written, so ``validate`` lists the run as unfinished."""
         if self.status == "running":
             self._writer.close()
+            if self._tb is not None:
+                self._tb.close()
             self.status = "stopped"

@@ -33,9 +33,12 @@ __all__ = ["run"]
 
 
 def run(cfg: TrainConfig, *, progress: bool = True,
-        callback: Callable[[int, dict[str, Any]], None] | None = None) -> RunResult:
+        callback: Callable[[int, dict[str, Any]], None] | None = None,
+        on_start: Callable[[], None] | None = None) -> RunResult:
     """Execute ``cfg`` (see the module docstring). ``progress``: progress lines on stderr;
-    ``callback(step, row)`` after every step (emulated runs only; tests interrupt runs with it)."""
+    ``callback(step, row)`` after every step (emulated runs only; tests interrupt runs with it);
+    ``on_start()`` once the run folder is this process's (its lock taken), before anything is
+    written: a caller's announcement that must not precede a refusal."""
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"run needs a TrainConfig, got {type(cfg).__name__}")
     if cfg.run.pipeline not in ("none", *PIPELINE_KINDS):
@@ -49,6 +52,8 @@ def run(cfg: TrainConfig, *, progress: bool = True,
     lock = folder_lock(cfg.run.out_dir, "run") if env is None or env["rank"] == 0 \
         else contextlib.nullcontext()
     with lock:
+        if on_start is not None:
+            on_start()
         if emulated:
             if cfg.run.resume:     # resuming a pipeline's run here: its checkpoint, converted
                 emulator_checkpoint(cfg)

@@ -234,8 +234,8 @@ def newest_intact_checkpoint(paths: RunPaths, map_location: str | torch.device =
 #: RunConfig fields that may change on resume (none of them changes the trajectory before the
 #: old end; ``steps`` extends it).
 RESUMABLE = ("steps", "resume", "out_dir", "eval_interval", "eval_batches", "stats_interval",
-             "momentum_error_interval", "large_batch_factor", "checkpoint_interval", "profile",
-             "log_interval")
+             "momentum_error_interval", "large_batch_factor", "checkpoint_interval",
+             "checkpoint_minutes", "profile", "log_interval")
 #: RunConfig fields of the grid that may change on resume when the maths stays the same
 #: (:func:`check_resumable`; the pipeline's checkpoints are keyed by global parameter names).
 RESHARDABLE = ("stages", "data_parallel", "microbatches", "pipeline")
@@ -305,21 +305,23 @@ def check_resumable(saved: TrainConfig, cfg: TrainConfig) -> None:
 def start_step(cfg: TrainConfig, paths: RunPaths, checkpoint_step: int | None) -> int:
     """The checks every run makes of its directory; returns the step to start from.
 
-    A new run needs a directory without a run; ``--resume`` needs a checkpoint
-    (``checkpoint_step``, the newest complete one, None if there is none: a typo in a run name
-    must never start a new run) and the saved config up to :data:`RESUMABLE` fields;
-    ``--resume auto`` continues from a checkpoint when there is one and otherwise starts at 0
-    (the saved config, if any, must still be this run's)."""
+    A new run needs a directory without a run. ``--resume`` (``True`` or ``"auto"``) continues
+    from ``checkpoint_step`` (the newest complete checkpoint) when there is one; without one it
+    starts this run over from step 0 when the directory holds its config and the run never
+    ended (stopped before its first checkpoint; an ended run without one is an error). The saved config must match up to :data:`RESUMABLE` fields (never
+    another run's). ``--resume`` on a directory with no run at all is an error (a typo in a run
+    name must never start a new run); ``"auto"`` starts one (what ``torchrun --max-restarts``
+    needs)."""
     run = cfg.run
-    if run.resume == "auto" and checkpoint_step is None:   # nothing to continue: a new run,
-        if paths.config.exists():                           # or this run before its first
-            check_resumable(load_config(paths.root), cfg)   # checkpoint (never another run's)
-    elif run.resume:
-        if checkpoint_step is None:
-            raise ValueError(f"--resume: no checkpoint found in {paths.root} (nothing to resume; "
-                             "drop --resume to start a new run)")
+    if run.resume:
         if paths.config.exists():
             check_resumable(load_config(paths.root), cfg)
+        if checkpoint_step is None and run.resume != "auto" and not paths.config.exists():
+            raise ValueError(f"--resume: no checkpoint found in {paths.root} and no run to "
+                             "continue there; drop --resume to start a new run")
+        if checkpoint_step is None and run.resume != "auto" and paths.summary.exists():
+            raise ValueError(f"--resume: no checkpoint found in {paths.root}: its run ended "
+                             "and cannot be continued; choose another --out")
     elif paths.has_run():
         raise ValueError(f"run directory {paths.root} already holds a run; pass --resume or "
                          "choose another --out")

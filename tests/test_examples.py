@@ -68,3 +68,16 @@ def test_example_on_a_foreign_model_validates(tmp_path, capsys, one_thread, mode
     printed = json.loads(capsys.readouterr().out)
     assert [(v["id"], v["status"]) for v in printed["verdicts"]] == \
         [(v.id, v.status) for v in report.verdicts]
+
+
+def test_example_with_lion_gets_its_own_answer_and_ef_share(tmp_path, one_thread):
+    """The example with Lion (no AdamW, no Muon): a per-optimizer verdict with the gap, the lag
+    and EF's share of the gap (docs/validation.md shows this run)."""
+    report = _example().main(["--optimizer", "lion", "--out", str(tmp_path), "--seeds",
+                              str(SEEDS), "--steps", str(STEPS)])
+    v = report.get("delay_cost[lion]")
+    assert v.n_seeds == SEEDS and "not measured" not in v.reason
+    share = v.measured["EF (lam = 1) share of the gap removed"]
+    assert share.n == SEEDS and share.method == "fieller"
+    assert "EF removes" in v.measured["answer"]
+    assert {"lion"} == {r["optimizer"] for r in report.runs}

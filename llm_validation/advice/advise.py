@@ -13,7 +13,7 @@ Algorithm
     3. Time to the synchronous final loss per schedule, as a ratio to 1F1B with an interval
        (:func:`~llm_validation.advice.time_to_target.ratios_to_reference`); the recommendation
        is the schedule with the smallest estimate, and why, in two sentences.
-    Across sizes (issue 28): step 2's law is the transfer law chosen on held-out sizes
+    Across sizes: step 2's law is the transfer law chosen on held-out sizes
     (:mod:`~llm_validation.advice.transfer_choice`), printed with the spread of the laws not
     ruled out and its time-to-target range (:mod:`~llm_validation.advice.model_uncertainty`);
     beyond 10x the pilot's size or horizon the recommendation says "Extrapolation".

@@ -10,8 +10,10 @@ Algorithm
     If any pair has ``g <= 0`` (no logarithm) the line is fitted to ``g`` itself
     (``g = a + b log T``) and the result says so. With a single horizon the trend is not
     identified: ``b = 0`` (g assumed constant in the horizon) and the interval is the t prediction
-    interval of one more pair, ``mean +- t_{n-1} s sqrt(1 + 1/n)`` (``trend: "none (one
-    horizon)"``).
+    interval of one more pair on the same scale: ``exp(m +- t_{n-1} s sqrt(1 + 1/n))`` with
+    ``m, s`` the mean and spread of ``log g`` (the estimate the geometric mean; both ends
+    positive), or ``mean +- ...`` of ``g`` itself when a pair has ``g <= 0`` (``trend: "none
+    (one horizon): ..."``, saying which). ``detail["scale"]`` is ``log`` or ``g``.
 
 Assumptions
     Pairs at one horizon are exchangeable draws (seeds, and whatever other variants the pilot
@@ -109,16 +111,24 @@ def fit_horizon(horizons: Sequence[float], fractions: Sequence[float], target: f
         raise ValueError("fit_horizon needs positive horizons and finite gap fractions")
     n, q = T.size, 0.5 + level / 2
     distinct = np.unique(T)
+    positive = bool(np.all(g > 0))
+    scale = "log" if positive else "g"
     if distinct.size < 2:
-        est = float(g.mean())
-        if n < 2:
-            return GapPrediction(estimate=est, lo=-math.inf, hi=math.inf, n=n,
-                                 method="empirical", detail={"trend": "none (one horizon)",
-                                                             "horizons": distinct.tolist()})
-        half = float(stats.t.ppf(q, n - 1)) * float(g.std(ddof=1)) * math.sqrt(1 + 1 / n)
-        return GapPrediction(estimate=est, lo=est - half, hi=est + half, n=n, method="empirical",
-                             detail={"trend": "none (one horizon)", "horizons": distinct.tolist()})
-    if np.all(g > 0):
+        # no trend: the prediction interval of one more pair, on the log scale when every
+        # fraction is positive (a log-normal median and interval: never below zero)
+        y = np.log(g) if positive else g
+        trend = (f"none (one horizon): {'log g' if positive else 'g'} constant"
+                 + ("" if positive else " (a pilot pair has g <= 0: no logarithm)"))
+        m = float(y.mean())
+        half = (float(stats.t.ppf(q, n - 1)) * float(y.std(ddof=1)) * math.sqrt(1 + 1 / n)
+                if n >= 2 else math.inf)
+        est, lo, hi = m, m - half, m + half
+        if positive:
+            est, lo, hi = math.exp(est), math.exp(lo), math.exp(hi)
+        return GapPrediction(estimate=est, lo=lo, hi=hi, n=n, method="empirical",
+                             detail={"trend": trend, "scale": scale,
+                                     "horizons": distinct.tolist()})
+    if positive:
         # the median of a log-normal prediction: exp of the log-scale line and its interval
         est, lo, hi, a, b = _ols(np.log(T), np.log(g), math.log(target), level)
         est, lo, hi = math.exp(est), math.exp(lo), math.exp(hi)
@@ -127,7 +137,7 @@ def fit_horizon(horizons: Sequence[float], fractions: Sequence[float], target: f
         est, lo, hi, a, b = _ols(np.log(T), g, math.log(target), level)
         trend = f"{ADDITIVE} (a pilot pair has g <= 0: no power law)"
     return GapPrediction(estimate=est, lo=lo, hi=hi, n=n, method="empirical",
-                         detail={"trend": trend, "a": a, "b": b, "horizons": distinct.tolist()})
+                         detail={"trend": trend, "scale": scale, "a": a, "b": b, "horizons": distinct.tolist()})
 
 
 def predict_empirical(pairs: Sequence[Any], target: float,

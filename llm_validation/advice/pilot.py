@@ -147,24 +147,31 @@ def _num(x: Any) -> float:
     return float("nan") if x is None else float(x)
 
 
-def model_params(model: Mapping[str, Any] | str | None) -> int | None:
-    """Parameter count of a run config's ``model`` section (or of a preset name); None when it
-    cannot be built."""
+def model_params(model: Mapping[str, Any] | str | None,
+                 meta: Mapping[str, Any] | None = None) -> int | None:
+    """Parameter count of a run config's ``model`` section (or of a preset name): the count the
+    section states (``n_params``: what ``StatsRecorder`` writes for a model this project did not
+    build), else the project's model built from it, else the ``meta`` section's ``n_params``
+    (every run directory's); None when none of these gives it."""
     from llm_validation.config import ModelConfig, preset
+    if isinstance(model, Mapping) and model.get("n_params") is not None:
+        return int(model["n_params"])
     try:
         if isinstance(model, str):
             return preset(model).n_params()
-        if isinstance(model, Mapping):
+        if isinstance(model, Mapping) and not model.get("external"):
             return ModelConfig(**dict(model)).n_params()
     except (TypeError, ValueError, KeyError):
-        return None
-    return None
+        pass
+    stated = meta.get("n_params") if isinstance(meta, Mapping) else None
+    return int(stated) if stated is not None else None
 
 
 def runs_from_dirs(paths: Sequence[str | Path]) -> list[PilotRun]:
-    """The completed runs under ``paths`` (run directories or folders of them)."""
+    """The usable runs under ``paths`` (run directories or folders of them): finished, not
+    diverged, metrics whole (``RunRecord.usable``, the policy ``validate`` follows)."""
     from llm_validation.validation.runs import load_runs, sync_partner
-    records = [r for r in load_runs(paths) if r.final_val is not None]
+    records = [r for r in load_runs(paths) if r.usable]
     out = []
     for r in records:
         steps, vals = r.series("val_loss")
@@ -181,7 +188,7 @@ def runs_from_dirs(paths: Sequence[str | Path]) -> list[PilotRun]:
             seq_len=int(r.config.get("data", {}).get("seq_len", 0)), steps=r.steps,
             seed=r.seed, final_val=float(r.final_val), val_curve=tuple(curve),
             stats=stat_means(r.rows, r.steps), partner=partner.name if partner else None,
-            plain=plain, n_params=model_params(r.config.get("model"))))
+            plain=plain, n_params=model_params(r.config.get("model"), r.config.get("meta"))))
     return out
 
 

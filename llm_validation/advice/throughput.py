@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from llm_validation.simulation.memory import one_device_memory
 from llm_validation.simulation.summary import summarize
 
-__all__ = ["SYNC_ADVISED", "DELAYED_ADVISED", "schedule_table"]
+__all__ = ["SYNC_ADVISED", "DELAYED_ADVISED", "schedule_table", "one_device"]
 
 #: The synchronous schedules advise compares (same math, different bubbles and memory).
 SYNC_ADVISED = ("1f1b", "gpipe", "interleaved-1f1b", "zb-h1")
@@ -68,3 +69,22 @@ def schedule_table(stages: int, microbatches: int, *, setup: dict[str, Any],
         if "skipped" not in row:
             row["speedup_vs_1f1b"] = ref / row["steady_step_time_s"]
     return table
+
+
+class _Unsplit:
+    """The plan a cost source's ``memory_for(plan)`` reads for the unsplit model: one stage."""
+
+    vstages = 1
+
+
+def one_device(setup: dict[str, Any], device_gib: float) -> dict[str, Any] | None:
+    """Whether the whole model trains on one device of ``device_gib`` GiB without a pipeline
+    (:func:`~llm_validation.simulation.memory.one_device_memory` of the cost source's own
+    memory model, unsplit): its parts in bytes, ``total_gib``, ``device_gib`` and ``fits``; None
+    when the source has no memory model (unit costs, a profile without its run's config)."""
+    memory_for = setup.get("memory_for")
+    model = memory_for(_Unsplit()) if memory_for is not None else None
+    if model is None:
+        return None
+    mem = one_device_memory(model)
+    return {**mem, "device_gib": float(device_gib), "fits": mem["total_gib"] <= device_gib}

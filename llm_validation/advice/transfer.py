@@ -121,8 +121,13 @@ def _positive(pairs: Sequence[Any], law: str) -> list[Any]:
 
 
 def _relabel(pred: GapPrediction, law: str, **extra: Any) -> GapPrediction:
+    """``pred`` as ``law``'s; its formula is the law's own only when that is the fit made (the
+    log-scale line); a one-horizon or additive fallback prints what was fitted instead."""
+    trend = str(pred.detail.get("trend", ""))
+    fitted = pred.detail.get("scale", "log") == "log" and not trend.startswith("none")
+    formula = LAW_TEXT[law] if fitted or "trend" not in pred.detail else trend
     return dataclasses.replace(pred, method=law, detail={**pred.detail, "law": law,
-                                                         "formula": LAW_TEXT[law], **extra})
+                                                         "formula": formula, **extra})
 
 
 def law_steps(pairs: Sequence[Any], target: Target, level: float = LEVEL) -> GapPrediction:

@@ -59,7 +59,7 @@ HELD_OUT = ("largest_size", "longest_horizon")
 RULE_OUT_HIT_RATE = 0.5
 #: The law used when the pilot has one size (the transfer across sizes is not identified).
 FALLBACK = "steps"
-#: Issue 28's goal: the chosen law within a factor 2 on >= 80% of held-out largest-size pairs
+#: The goal: the chosen law within a factor 2 on >= 80% of held-out largest-size pairs
 #: (the leave-one-out goal of docs/advise.md).
 GOAL = 0.8
 #: Worst misses listed per law and hold-out.

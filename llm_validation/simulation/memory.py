@@ -36,7 +36,7 @@ from llm_validation.simulation.schedules import (
 )
 from llm_validation.simulation.shapes import StageShape
 
-__all__ = ["MemoryModel", "memory_model", "peak_memory", "weight_copies"]
+__all__ = ["MemoryModel", "memory_model", "peak_memory", "weight_copies", "one_device_memory"]
 
 GIB = 2.0 ** 30
 
@@ -134,6 +134,29 @@ def _grad_buffers(result: SimResult) -> list[int]:
     return out
 
 
+def _parts(model: MemoryModel, params: float, matrix: float, weight_copies: int,
+           grad_buffers: int, activation_bytes: float) -> dict[str, float]:
+    """The bytes of each part on a device holding ``params`` parameters (``matrix`` of them in
+    hidden matrices): weight copies, gradient buffers, optimizer state (+ EF), activations."""
+    on_matrix, other = optimizer_states(model.optimizer)
+    states = (on_matrix + model.ef) * matrix + (other + model.ef) * (params - matrix)
+    return {"weights_bytes": weight_copies * params * FP32_BYTES,
+            "grads_bytes": grad_buffers * params * FP32_BYTES,
+            "optimizer_bytes": states * FP32_BYTES, "activation_bytes": activation_bytes}
+
+
+def one_device_memory(model: MemoryModel) -> dict[str, float]:
+    """The whole model trained on one device without a pipeline: one weight copy, one gradient
+    buffer, the optimizer state of every parameter and one microbatch's activations through all
+    the (virtual) stages (gradient accumulation holds one microbatch at a time); the bytes of
+    each part, their sum and ``total_gib``."""
+    parts = _parts(model, sum(model.params), sum(model.matrix_params), 1, 1,
+                   sum(model.activation_bytes))
+    total = sum(parts.values())
+    return {**parts, "total_bytes": total, "total_gib": total / GIB,
+            "params": sum(model.params)}
+
+
 def peak_memory(result: SimResult, model: MemoryModel | None = None) -> list[dict[str, Any]]:
     """Per device: weight copies, gradient buffers, peak activations in flight ((microbatch,
     chunk) pairs) and, with ``model``, the bytes of each part and their sum."""
@@ -153,12 +176,8 @@ def peak_memory(result: SimResult, model: MemoryModel | None = None) -> list[dic
             ks = [plan.vstage(d, c) for c in range(plan.chunks)]
             params = sum(model.params[k] for k in ks)
             matrix = sum(model.matrix_params[k] for k in ks)
-            on_matrix, other = optimizer_states(model.optimizer)
-            states = (on_matrix + model.ef) * matrix + (other + model.ef) * (params - matrix)
-            parts = {"weights_bytes": rep["weight_copies"] * params * FP32_BYTES,
-                     "grads_bytes": grads[d] * params * FP32_BYTES,
-                     "optimizer_bytes": states * FP32_BYTES,
-                     "activation_bytes": rep["activation_bytes"]}
+            parts = _parts(model, params, matrix, rep["weight_copies"], grads[d],
+                           rep["activation_bytes"])
             row.update(parts)
             row["total_bytes"] = sum(parts.values())
             row["total_gib"] = row["total_bytes"] / GIB

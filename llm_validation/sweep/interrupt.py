@@ -32,8 +32,8 @@ import threading
 import time
 from typing import Any, Iterator, Sequence
 
-__all__ = ["Interrupted", "raising_signals", "stop_processes", "ignore_sigint",
-           "die_with_parent", "STOP_GRACE_S", "PARENT_POLL_S", "exit_code"]
+__all__ = ["Interrupted", "raising_signals", "SignalLatch", "deferred_signals", "stop_processes",
+           "ignore_sigint", "die_with_parent", "STOP_GRACE_S", "PARENT_POLL_S", "exit_code"]
 
 #: Seconds a worker gets between SIGTERM and SIGKILL. A training worker has no cleanup to do
 #: (checkpoints are atomic renames), so SIGTERM ends it at once; the grace only covers a worker
@@ -85,6 +85,44 @@ def raising_signals() -> Iterator[None]:
     old = {s: signal.signal(s, _raise) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class SignalLatch:
+    """The first SIGINT / SIGTERM met inside :func:`deferred_signals` (``signum``; None until
+    one arrives): the holder stops at its next safe point (a training step's end, after a
+    checkpoint) and raises :class:`Interrupted` itself."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:            # a second signal: stop now, wherever we are
+            raise Interrupted(signum)
+        self.signum = int(signum)
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[SignalLatch]:
+    """Inside the block the first SIGINT or SIGTERM is recorded in the yielded
+    :class:`SignalLatch` instead of raising, so the caller can finish its step and save its
+    state; a second one raises :class:`Interrupted` at once. Only a signal that would raise
+    anyway is deferred (Python's own Ctrl-C handler, or :func:`raising_signals`'): a process
+    that keeps the system's handlers (a sweep worker: SIGINT ignored, SIGTERM ends it at once,
+    its parent stopping it) keeps them. Main thread only (elsewhere the latch never fires); the
+    previous handlers are restored on exit."""
+    latch = SignalLatch()
+    if threading.current_thread() is not threading.main_thread():
+        yield latch
+        return
+    old = {}
+    for s in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(s) in (_raise, signal.default_int_handler):
+            old[s] = signal.signal(s, latch._handle)
+    try:
+        yield latch
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -24,8 +24,11 @@ Pipeline runs are not this loop's: :func:`llm_validation.run.run` is the one pla
 invocation's ``tokens_per_s`` and the steady-state ``steady_tokens_per_s``
 (:class:`llm_validation.training.steady.SteadyClock`: after the warm-up steps, evaluations and
 checkpoints excluded).
-Resuming (``cfg.run.resume``) loads the latest checkpoint and continues bitwise on CPU (no
-checkpoint in the directory is an error); only the fields in
+Checkpoints every ``run.checkpoint_interval`` steps, every ``run.checkpoint_minutes`` of wall
+time, at the end, and at the first SIGINT / SIGTERM (the step finishes, its checkpoint is
+written, then :class:`~llm_validation.sweep.interrupt.Interrupted` is raised; a second signal
+stops at once). Resuming (``cfg.run.resume``) loads the latest checkpoint and continues bitwise
+on CPU (a run directory without one starts over from step 0); only the fields in
 :data:`llm_validation.rundir.RESUMABLE` may differ from the saved config (a larger ``steps`` extends a
 run; with a decaying lr schedule the schedule then follows the new length).
 """
@@ -49,6 +52,7 @@ from llm_validation.rundir import (MetricsWriter, RunPaths, RunResult, checkpoin
                                    rewrite_metrics_before, rng_state, save_checkpoint,
                                    set_rng_state, start_step, write_json)
 from llm_validation.provenance import environment
+from llm_validation.sweep.interrupt import Interrupted, deferred_signals
 from llm_validation.training import host_syncs, stats
 from llm_validation.training.determinism import configure_numerics
 from llm_validation.training.flush import RowBuffer, flush_due
@@ -211,19 +215,22 @@ def train(cfg: TrainConfig, *, progress: bool = True,
         "environment": environment(), "corpus": corpus.description, "n_params": n_params,
         "resumed_from_step": start if ckpt is not None else None, "numerics": numerics}})
 
+    last_save = [time.monotonic()]        # the wall clock of the time-based checkpoints
+
     def checkpoint(done: int) -> None:
         save_checkpoint(paths, done, {"step": done, "model": model.state_dict(),
                                       "optimizer": opt.state_dict(),
                                       "sampler": sampler.state_dict(),
                                       "probe": probe.state_dict(), "rng": rng_state(),
                                       "config": cfg.to_dict()})
+        last_save[0] = time.monotonic()
 
     status, message, done = "completed", "", None
     every = max(1, run.steps // 20)
     pending = RowBuffer()                   # the steps since the last flush, on the device
     t_loop = time.perf_counter()            # the ETA's clock: the steps, not the set-up
     clock = SteadyClock(device, start)      # summary.json's steady-state rate
-    with MetricsWriter(paths.metrics) as metrics:
+    with deferred_signals() as signals, MetricsWriter(paths.metrics) as metrics:
         for step in range(start, run.steps):
             clock.step(step)
             factor = lr_factor(step, cfg.optim, run.steps)
@@ -252,7 +259,10 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                 probe, step, loss=loss_t, noise=noise, big_gradient=big_gradient,
                 gradient_at=lambda w: gradient_at(net, params, w, x, y, run.microbatches, ctx))
             pending.add(step, part, loss=loss_t, f_x=f_x, f_y=f_y, val_loss=val_loss)
-            ckpt_due = bool(run.checkpoint_interval and (step + 1) % run.checkpoint_interval == 0)
+            stop = signals.signum                  # SIGINT / SIGTERM: save this step, then stop
+            ckpt_due = bool(run.checkpoint_interval and (step + 1) % run.checkpoint_interval == 0
+                            or run.checkpoint_minutes and time.monotonic() - last_save[0]
+                            >= 60.0 * run.checkpoint_minutes or stop is not None)
             if not flush_due(step, run.log_interval, run.steps, ckpt_due):
                 host_syncs.mark(step)
                 continue
@@ -286,6 +296,8 @@ def train(cfg: TrainConfig, *, progress: bool = True,
             host_syncs.mark(step)
             if status == "diverged":
                 break
+            if stop is not None:
+                raise Interrupted(stop, f"at step {step + 1} of {run.steps}, checkpoint saved")
         done = opt.t if done is None else done
         clock.stop(done)
         final_val = None

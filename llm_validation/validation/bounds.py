@@ -4,7 +4,13 @@ real pipeline next to its emulation.
 - ``star_convex_delay_term[opt]``: theory ``star_convex_delayed`` evaluated at the run's
   measured constants (``validation.assumptions.measured_constants``) at tau and at tau = 0; the
   difference (the delay's contribution to the loss floor, 4 L eta D tau) must be above the
-  measured gap for the bound to be valid. Its looseness (bound / gap) is reported.
+  measured gap for the bound to be valid. Each seed's gap is read against its own seed's bound:
+  the verdict decides the ratio gap / bound over seeds against 1 (pass: the interval lies below
+  1, the measurement under the bound; fail: above 1, the measurement over the bound), as the
+  momentum-error lemma's check does. How loose the bound is (bound / gap) is reported, never
+  decided: a bound 1000 times the gap is a valid bound. The bound's per-seed values are
+  reported as their mean and smallest value (a bound is not a sample mean whose t interval
+  would mean anything: it may dip below zero while every seed's bound is positive).
 - ``pipeline_matches_emulation``: every run on the real PipeDream-2BW pipeline against the
   emulated run with the same config and seed; the runtime's contract is bitwise equality of
   the per-step losses on CPU, checked to :data:`PIPELINE_LOSS_TOL`.
@@ -58,7 +64,7 @@ def star_convex_check(runs: Sequence[RunRecord], opt: str, cond: str,
     claim = (f"{optimizer_label(opt)}: the star-convex theorem's delay term at the measured constants "
              "bounds the measured gap")
     prediction = ("star_convex_delayed: the delay adds 4 L eta D tau to the loss floor "
-                  "(D = eta/beta); valid but expected loose")
+                  "(D = eta/beta); valid when the measured gap lies under it, however loose")
     try:
         THEOREMS["star_convex_delayed"]
     except (ImportError, KeyError) as exc:
@@ -73,22 +79,29 @@ def star_convex_check(runs: Sequence[RunRecord], opt: str, cond: str,
         if a is None or b is None:
             continue
         try:
-            bound[r.seed] = star_convex_delay_term(c, r.tau)
+            b_seed = star_convex_delay_term(c, r.tau)
         except ValueError:        # a measured constant outside the theorem's domain
             continue
+        if not b_seed > 0:        # no delay term at these constants: nothing to bound with
+            continue
+        bound[r.seed] = b_seed
         gap[r.seed] = a - b
         names.append(r.name)
     if not bound:
         return missing(vid, "bound", claim, prediction,
                        "needs delayed runs with weight decay > 0 and their statistics")
-    gap_iv, bound_iv = t_interval(list(gap.values())), t_interval(list(bound.values()))
-    # valid: the gap's interval lies below the (smallest plausible) bound
-    status, reason = decide(gap_iv, boundary=bound_iv.lo if bound_iv.bounded else
-                            bound_iv.estimate, predicted="below", n_seeds=len(gap))
-    looseness = bound_iv.estimate / gap_iv.estimate if gap_iv.estimate > 0 else math.inf
+    gap_iv = t_interval(list(gap.values()))
+    ratio_iv = t_interval([gap[s] / bound[s] for s in gap])
+    status, reason = decide(ratio_iv, boundary=1.0, predicted="below", n_seeds=len(gap))
+    reason = f"measured gap / bound: {reason}"
+    mean_bound = float(np.mean(list(bound.values())))
+    looseness = mean_bound / gap_iv.estimate if gap_iv.estimate > 0 else math.inf
     return Verdict(id=vid, kind="bound", claim=claim, prediction=prediction, status=status,
                    reason=reason, n_seeds=len(gap),
-                   measured={"bound's delay term": bound_iv, "measured gap": gap_iv,
+                   measured={"measured gap": gap_iv,
+                             "bound's delay term, mean over seeds": mean_bound,
+                             "bound's delay term, smallest seed": min(bound.values()),
+                             "measured gap / bound": ratio_iv,
                              "looseness bound / gap": looseness},
                    runs=tuple(names))
 

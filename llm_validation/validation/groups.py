@@ -42,7 +42,8 @@ def select(runs: Iterable[RunRecord], *, optimizer: str | None = None,
            condition: str | None = None, mode: str | None = None, tau: int | None = None,
            lam: float | None = None, pipeline: str | None = "none",
            completed: bool = True) -> list[RunRecord]:
-    """Runs matching every given filter (``pipeline=None`` accepts any)."""
+    """Runs matching every given filter (``pipeline=None`` accepts any); ``completed``: only
+    usable runs (``RunRecord.usable``: finished, not diverged, metrics whole)."""
     out = []
     for r in runs:
         if optimizer is not None and r.optimizer != optimizer:
@@ -57,7 +58,7 @@ def select(runs: Iterable[RunRecord], *, optimizer: str | None = None,
             continue
         if pipeline is not None and r.pipeline != pipeline:
             continue
-        if completed and r.final_val is None:
+        if completed and not r.usable:
             continue
         out.append(r)
     return sorted(out, key=lambda r: (r.seed, r.name))

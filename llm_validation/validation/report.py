@@ -1,8 +1,8 @@
 """``report.md``: the demo's (or a validation's) single readable output.
 
 :func:`write_report` renders, in order: what was run and how long it took, the theorem table,
-the numeric verification summary with the rate plots, the headline verdicts (AdamW vs Muon,
-EF gains) with their numbers, every plot of the validation, the full verdict list
+the numeric verification summary with the rate plots, the headline verdicts (each optimizer's
+delay cost and EF's share of it, AdamW vs Muon, EF gains) with their numbers, every plot of the validation, the full verdict list
 (``ValidationReport.to_markdown``), the run table, notes, and last the advice for the runs
 (``delaybound advise``: markdown lines made by the caller). Image links are relative to the
 report's folder, so the folder can be moved or published as is. The file is written atomically
@@ -100,6 +100,9 @@ def write_report(path: str | Path, *, title: str = "delaybound demo report",
             L += ["**QUICK run: few steps and one seed. Not evidence: every verdict is "
                   "inconclusive by construction; run the full demo for verdicts.**", ""]
         ids = [v.id for v in validation.verdicts]
+        for v in validation.verdicts:          # every optimizer's answer first
+            if v.id.startswith("delay_cost["):
+                L += _headline(v)
         for vid in HEADLINE_IDS:
             if vid in ids:
                 L += _headline(validation.get(vid))

@@ -50,7 +50,8 @@ __all__ = [
 #: means), plus those that define the mode rather than the condition.
 NON_CONDITION_RUN_FIELDS = ("seed", "out_dir", "resume", "device", "eval_interval",
                             "stats_interval", "momentum_error_interval", "large_batch_factor",
-                            "checkpoint_interval", "log_interval", "profile", "microbatches",
+                            "checkpoint_interval", "checkpoint_minutes", "log_interval", "profile",
+                            "microbatches",
                             "pipeline", "stages")
 #: ``tail`` gap metric: the mean of the last this many validation evaluations (the final one,
 #: at W(N), included).
@@ -257,23 +258,30 @@ class RunRecord:
 
     @cached_property
     def damage(self) -> str | None:
-        """Why the metrics of a finished run are incomplete (a skipped truncated line, rows
-        that stop before the run's last step, no closing evaluation row), or None."""
+        """What a finished run's metrics miss (training rows stopping before its config's last
+        step, no closing eval row; a skipped truncated line named beside it), or None. Every
+        verdict drops a damaged run alike (:attr:`usable`), never using it in part."""
         if not self.complete:
             return None
         try:
             rows, skipped = self._metrics
         except FileNotFoundError:
             return "metrics.jsonl is missing"
-        if skipped:
-            return "; ".join(skipped)
-        train = [int(r["step"]) for r in rows if r.get("kind") == "train"]
+        except ValueError as exc:                    # a malformed line before the last
+            return f"metrics.jsonl is unreadable ({exc})"
+        missing = []
+        train = [int(r["step"]) for r in rows if r.get("kind", "train") == "train"]
         last = max(train, default=-1)
-        if self.status == "completed" and last < int(self.summary.get("steps", 0)) - 1:
-            return f"metrics.jsonl stops at step {last} of {self.summary.get('steps')}"
-        if self.status == "completed" and not any(r.get("kind") == "eval" for r in rows):
-            return "metrics.jsonl has no closing eval row"
-        return None
+        if self.status == "completed":
+            if last < self.steps - 1:
+                missing.append(f"its training rows stop at step {last} of {self.steps}")
+            if not any(r.get("kind") == "eval" and int(r.get("step", -1)) == self.steps
+                       for r in rows):
+                missing.append(f"it has no closing eval row (step {self.steps})")
+        if not missing:
+            return None
+        why = "metrics.jsonl is damaged: " + " and ".join(missing)
+        return why + (f" ({'; '.join(skipped)})" if skipped else "")
 
     @property
     def unusable(self) -> str | None:
@@ -284,6 +292,12 @@ class RunRecord:
         if self.status == "diverged":
             return "diverged"
         return self.damage
+
+    @property
+    def usable(self) -> bool:
+        """Finished, not diverged, metrics whole: the runs every verdict reads (``groups.select``,
+        :func:`sync_partner`); each verdict that lost another run says so."""
+        return self.final_val is not None and self.damage is None
 
     def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of the rows where ``key`` was measured (finite)."""
@@ -339,10 +353,11 @@ def load_runs(paths: Iterable[str | Path]) -> list[RunRecord]:
 
 
 def sync_partner(run: RunRecord, runs: Sequence[RunRecord]) -> RunRecord | None:
-    """The completed synchronous single-process run with ``run``'s condition and seed."""
+    """The usable (:attr:`RunRecord.usable`) synchronous single-process run with ``run``'s
+    condition and seed."""
     for r in runs:
         if r.mode == "sync" and r.pipeline == "none" and r.condition == run.condition \
-                and r.seed == run.seed and r.final_val is not None:
+                and r.seed == run.seed and r.usable:
             return r
     return None
 
@@ -352,6 +367,8 @@ def paired_gaps(delayed: Sequence[RunRecord], runs: Sequence[RunRecord],
     """seed -> val(delayed) - val(sync, same seed) for the delayed runs that have a partner."""
     out: dict[int, float] = {}
     for r in delayed:
+        if not r.usable:
+            continue
         partner = sync_partner(r, runs)
         a, b = r.val_metric(metric), partner.val_metric(metric) if partner else None
         if a is not None and b is not None:

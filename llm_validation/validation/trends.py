@@ -137,11 +137,13 @@ def ef_share_check(runs: Sequence[RunRecord], opt: str, metric: str = "final") -
     prediction = ("omega^2 = 1 + lam^2 - 2 lam cos(d_{k-1}, d_{k-2}) (unit steps): higher cosine, "
                   "smaller drift, larger share removed (docs/theory.md trend 6); across this "
                   "optimizer's EF settings (lam, momentum)")
-    xs, ys, conds, names = [], [], set(), []
+    xs, ys, conds, names, no_share = [], [], set(), [], 0
     for cond in sorted({r.condition for r in select(runs, optimizer=opt, mode="ef")}):
         for lam in sorted({r.lam for r in select(runs, condition=cond, mode="ef")}):
             for s, (g0, g1, e) in ef_rows(runs, cond, lam, metric=metric).items():
                 c = series_stat(e, "cos_consecutive_update", np.mean)
+                if c is not None and g0 <= 0:   # no gap, no share of it: counted, reported
+                    no_share += 1
                 if c is None or g0 <= 0:
                     continue
                 xs.append(c)
@@ -159,7 +161,8 @@ def ef_share_check(runs: Sequence[RunRecord], opt: str, metric: str = "final") -
     return Verdict(id=vid, kind="trend", claim=claim, prediction=prediction, status=status,
                    reason=reason, n_seeds=n,
                    measured={"slope d share / d cos": slope, "settings": len(conds),
-                             "points": len(xs)},
+                             "points": len(xs),
+                             "points left out (gap <= 0: no share to take)": no_share},
                    runs=tuple(names), plot="ef_vs_lam.png")
 
 

@@ -14,8 +14,14 @@ same config and seed (paired), at the final weights by default (``gap_metric="fi
 averaged over the last ``validation.runs.TAIL_EVALS`` evaluations (``"tail"``).
 
 Order of the verdicts: assumptions per optimizer (smoothness, star-convexity, noise, momentum
-error, EF criterion), the pipeline check, trends (AdamW vs Muon, EF gains, EF share vs
-alignment, lr, tau, momentum, batch), bounds.
+error, EF criterion), the pipeline check, trends (each optimizer's delay cost and EF's share of
+it, AdamW vs Muon, EF gains, EF share vs alignment, lr, tau, momentum, batch), bounds. The report
+also compares every pair of optimizers present (``validation.optimizers.comparisons``).
+
+Damaged seeds, one policy: a run that is unfinished, diverged, or whose metrics miss rows
+(``RunRecord.damage``: steps against its config, the closing eval row) is dropped by every
+verdict alike (``RunRecord.usable``), and each verdict that would have read it lists it in its
+own ``dropped`` lines (:func:`dropped_runs`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Iterable, Sequence
 from llm_validation.rundir import TruncatedMetricsWarning
 from llm_validation.validation import assumptions as A
 from llm_validation.validation import bounds as B
+from llm_validation.validation import optimizers as O
 from llm_validation.validation import trends as T
 from llm_validation.validation.groups import base_conditions
 from llm_validation.validation.runs import (
@@ -39,9 +46,10 @@ from llm_validation.validation.runs import (
 )
 from llm_validation.validation.verdict import ValidationReport, Verdict
 
-__all__ = ["validate", "validate_runs", "gap_definition", "lost_seeds", "OPTIMIZER_ORDER"]
+__all__ = ["validate", "validate_runs", "gap_definition", "dropped_runs", "OPTIMIZER_ORDER"]
 
-#: Optimizers checked per-optimizer, in report order (others found in the runs follow).
+#: Optimizers checked per-optimizer, in report order (any others found in the runs follow,
+#: sorted: every optimizer gets the same checks).
 OPTIMIZER_ORDER = ("adamw", "muon", "sgd")
 
 
@@ -65,34 +73,39 @@ def _notes(runs: Sequence[RunRecord]) -> list[str]:
             notes.append(f"{r.name}: no synchronous run with the same config and seed; "
                          "its gap is not measured")
         elif r.damage:
-            notes.append(f"{r.name}: {r.damage}")
+            notes.append(f"{r.name}: {r.damage}; dropped by every verdict (each that would have "
+                         "read it says so)")
         elif r.mode == "other":
             notes.append(f"{r.name}: gradient-level EF or per-stage delays; not validated")
     return notes
 
 
-def lost_seeds(verdict: Verdict, runs: Sequence[RunRecord]) -> str | None:
-    """What a verdict lost: runs of its optimizers that could not be used in full (unfinished,
-    diverged, damaged metrics) and whose seed is missing from the verdict's runs, or whose
-    damaged metrics the verdict used. None when nothing was lost."""
+def dropped_runs(verdict: Verdict, runs: Sequence[RunRecord]) -> tuple[str, ...]:
+    """One line per run the verdict lost. A run is lost when it is unusable
+    (``RunRecord.unusable``: unfinished, diverged, damaged metrics; every verdict drops such runs
+    alike) and the verdict read its condition but has no run of that condition at its seed, or
+    read runs of its very arm (condition and mode) but not at its seed; for a verdict that read
+    nothing, every unusable run of its optimizer (``id[opt]``)."""
     by_name = {r.name: r for r in runs}
     used = [by_name[n] for n in verdict.runs if n in by_name]
-    opts, seeds = {r.optimizer for r in used}, {r.seed for r in used}
-    lost = sorted({(r.seed, r.name, r.unusable) for r in runs if r.unusable
-                   and r.optimizer in opts and (r.seed not in seeds or r in used)})
-    if not lost:
-        return None
-    missing = sorted({s for s, _, _ in lost if s not in seeds})
-    head = f"lost seed(s) {missing}" if missing else "used damaged runs"
-    return head + ": " + "; ".join(f"{name}: {why}" for _, name, why in lost)
+    opt = verdict.id.partition("[")[2].rstrip("]")
+    lines = []
+    for r in sorted((r for r in runs if r.unusable), key=lambda r: (r.seed, r.name)):
+        if used:
+            cond = {u.seed for u in used if u.condition == r.condition}
+            arm = {u.seed for u in used if u.condition == r.condition
+                   and u.mode_label == r.mode_label}
+            if not ((cond and r.seed not in cond) or (arm and r.seed not in arm)):
+                continue
+        elif not opt or r.optimizer != opt:
+            continue
+        lines.append(f"{r.name} (seed {r.seed}): {r.unusable}")
+    return tuple(lines)
 
 
 def _with_losses(verdicts: Sequence[Verdict], runs: Sequence[RunRecord]) -> list[Verdict]:
-    out = []
-    for v in verdicts:
-        note = lost_seeds(v, runs)
-        out.append(v if note is None else dataclasses.replace(v, reason=f"{v.reason} ({note})"))
-    return out
+    return [dataclasses.replace(v, dropped=lines) if (lines := dropped_runs(v, runs)) else v
+            for v in verdicts]
 
 
 def validate_runs(runs: Sequence[RunRecord | str | Path] | str | Path, *,
@@ -121,6 +134,7 @@ def validate_runs(runs: Sequence[RunRecord | str | Path] | str | Path, *,
                 A.noise_check(runs, opt, cond), A.momentum_error_check(runs, opt, cond),
                 A.ef_criterion_check(runs, opt, cond, metric=gap_metric)]
     out.append(B.pipeline_check(runs))
+    out += [O.delay_cost_check(runs, opt, base[opt], gap_metric) for opt in opts if opt in base]
     out.append(T.adamw_vs_muon_check(runs, base, gap_metric))
     for opt in opts:
         if opt in base:
@@ -145,7 +159,8 @@ def validate_runs(runs: Sequence[RunRecord | str | Path] | str | Path, *,
                      " no gap could be measured")
     used = [r for r in runs if r.complete]
     return ValidationReport(verdicts=tuple(out), gap_definition=gap_definition(gap_metric),
-                            runs=tuple(r.row() for r in used), notes=tuple(notes), quick=quick)
+                            runs=tuple(r.row() for r in used), notes=tuple(notes), quick=quick,
+                            comparisons=tuple(O.comparisons(runs, base, opts, gap_metric)))
 
 
 def validate(run_dirs: Iterable[str | Path], *, gap_metric: str = "final",

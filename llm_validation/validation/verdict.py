@@ -108,6 +108,9 @@ class Verdict:
     """File name of the plot that shows it, if any."""
     quick: bool = False
     """Made from a ``--quick`` demo (few steps, one seed): never a pass or fail."""
+    dropped: tuple[str, ...] = ()
+    """One line per run this verdict would have read but dropped (unfinished, diverged, damaged
+    metrics: ``RunRecord.unusable``), naming the run, its seed and why."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -121,23 +124,23 @@ class Verdict:
             raise ValueError("Verdict.quick=True needs status 'inconclusive' (quick runs are "
                              "not evidence)")
         object.__setattr__(self, "runs", tuple(self.runs))
+        object.__setattr__(self, "dropped", tuple(self.dropped))
 
     def to_dict(self) -> dict[str, Any]:
-        measured = {k: (v.to_dict() if isinstance(v, Interval) else v)
-                    for k, v in self.measured.items()}
         return {"id": self.id, "kind": self.kind, "claim": self.claim,
                 "prediction": self.prediction, "status": self.status, "reason": self.reason,
-                "measured": measured, "n_seeds": self.n_seeds, "runs": list(self.runs),
-                "plot": self.plot, "quick": self.quick}
+                "measured": _plain(self.measured), "n_seeds": self.n_seeds,
+                "runs": list(self.runs), "dropped": list(self.dropped), "plot": self.plot,
+                "quick": self.quick}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
-        measured = {k: (Interval.from_dict(v) if isinstance(v, dict) and "lo" in v else v)
-                    for k, v in d.get("measured", {}).items()}
+        measured = _intervals(d.get("measured", {}))
         return cls(id=d["id"], kind=d["kind"], claim=d["claim"], prediction=d["prediction"],
                    status=d["status"], reason=d["reason"], measured=measured,
                    n_seeds=int(d.get("n_seeds", 0)), runs=tuple(d.get("runs", ())),
-                   plot=d.get("plot"), quick=bool(d.get("quick", False)))
+                   plot=d.get("plot"), quick=bool(d.get("quick", False)),
+                   dropped=tuple(d.get("dropped", ())))
 
     def as_quick(self) -> "Verdict":
         """This verdict marked quick: status inconclusive, the original status kept in reason."""
@@ -146,6 +149,17 @@ class Verdict:
         reason = f"quick run (not evidence; would read {self.status}): {self.reason}"
         return Verdict(**{**self.__dict__, "status": INCONCLUSIVE, "reason": reason,
                           "quick": True})
+
+
+def _plain(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Named values with every :class:`Interval` as its dict (JSON)."""
+    return {k: (v.to_dict() if isinstance(v, Interval) else v) for k, v in values.items()}
+
+
+def _intervals(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`_plain`: interval dicts back to :class:`Interval`."""
+    return {k: (Interval.from_dict(v) if isinstance(v, dict) and "lo" in v else v)
+            for k, v in values.items()}
 
 
 def missing(id: str, kind: str, claim: str, prediction: str, what: str) -> Verdict:
@@ -168,8 +182,12 @@ class ValidationReport:
     """Warnings met while reading the runs (diverged runs, unpaired runs, ...)."""
     quick: bool = False
     """True when made from quick (not evidential) runs."""
+    comparisons: tuple[Mapping[str, Any], ...] = ()
+    """Every pair of optimizers with measured gaps: their gaps, the interval of the difference
+    and its reading (``validation.optimizers.comparisons``; descriptive, not verdicts)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "comparisons", tuple(self.comparisons))
         object.__setattr__(self, "verdicts", tuple(self.verdicts))
         object.__setattr__(self, "runs", tuple(self.runs))
         object.__setattr__(self, "notes", tuple(self.notes))
@@ -186,13 +204,15 @@ class ValidationReport:
     def to_dict(self) -> dict[str, Any]:
         return {"quick": self.quick, "gap_definition": self.gap_definition,
                 "counts": self.counts(), "verdicts": [v.to_dict() for v in self.verdicts],
+                "comparisons": [_plain(c) for c in self.comparisons],
                 "runs": [dict(r) for r in self.runs], "notes": list(self.notes)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ValidationReport":
         return cls(verdicts=tuple(Verdict.from_dict(v) for v in d["verdicts"]),
                    gap_definition=d["gap_definition"], runs=tuple(d.get("runs", ())),
-                   notes=tuple(d.get("notes", ())), quick=bool(d.get("quick", False)))
+                   notes=tuple(d.get("notes", ())), quick=bool(d.get("quick", False)),
+                   comparisons=tuple(_intervals(c) for c in d.get("comparisons", ())))
 
     def to_markdown(self, plots: Mapping[str, str] | None = None) -> str:
         return render_markdown(self, plots)
@@ -228,8 +248,16 @@ def render_markdown(report: ValidationReport, plots: Mapping[str, str] | None = 
                   f"- decision: {v.reason}"]
         for k, val in v.measured.items():
             lines.append(f"- {k}: {_fmt_value(val)}")
+        lines += [f"- dropped: {d}" for d in v.dropped]
         if v.plot and plots and v.plot in plots:
             lines.append(f"- plot: [{v.plot}]({plots[v.plot]})")
+        lines.append("")
+    if report.comparisons:
+        lines += ["### Optimizers compared (the delay's cost, pairwise)", ""]
+        for c in report.comparisons:
+            nums = "; ".join(f"{k}: {_fmt_value(x)}" for k, x in c.items()
+                             if k not in ("a", "b", "reading", "n_seeds"))
+            lines.append(f"- {c['reading']} ({c['n_seeds']} seeds; {nums})")
         lines.append("")
     if report.notes:
         lines += ["Notes:", ""] + [f"- {n}" for n in report.notes] + [""]

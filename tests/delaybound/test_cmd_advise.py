@@ -11,7 +11,8 @@ import pytest
 from delaybound.cli import main
 from tests.llm_validation.advice.synthetic_ledger import pair_records, write_ledger
 
-SHAPE = ["--stages", "4", "--microbatches", "8", "--model", "smollm-135m", "--seq-len", "512"]
+SHAPE = ["--stages", "4", "--microbatches", "8", "--model", "smollm-135m", "--seq-len", "512",
+         "--rank-schedules"]     # it fits one device: the schedules are ranked on request
 MICRO = ["--set", "model.n_layer=1", "--set", "model.d_model=16", "--set", "model.n_head=2",
          "--set", "model.n_kv_head=1", "--set", "model.d_ff=32", "--set", "data.seq_len=16",
          "--set", "run.batch_size=4", "--set", "run.eval_batches=1",
@@ -130,8 +131,9 @@ def test_round_trip_from_a_real_tiny_pilot(tmp_path, capsys):
     d = r["delay_cost"]["2bw"]
     assert d["pairs"] == 1 and set(d["predictions"]) == {"steps", "tokens_per_param", "theory"}
     assert "one model size" in d["not_fitted"]["joint"]
-    # one pair: a point prediction whose interval the data cannot bound
-    assert d["predictions"]["steps"]["lo"] is None            # -inf printed as null
+    # one pair: a point prediction whose interval the data cannot bound (on the log scale of
+    # the law: from 0 to +inf, printed as null)
+    assert d["predictions"]["steps"]["lo"] == 0.0 and d["predictions"]["steps"]["hi"] is None
     # a one-layer pilot for a 1e8-token run of a preset: the recommendation says extrapolation
     assert r["extrapolation"]["size_factor"] > 10
     assert "Extrapolation: the model is" in r["recommendation"]["why"]

@@ -195,7 +195,7 @@ def test_config_reruns_a_recorded_run_exactly(tmp_path, capsys):
         {k: v for k, v in b.items() if k != "meta"}
     # flags on top of the file override it; the run's own directory is refused
     assert main(["train", "--config", str(first), "--quiet"]) == 2
-    assert "already holds a run" in capsys.readouterr().err
+    assert "holds a finished run" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("content,extra,needle", [

@@ -91,8 +91,9 @@ def test_bench_runs_a_benchmark_script(tmp_path, monkeypatch, capsys):
 
 
 def test_validate_warns_of_damaged_metrics_and_names_the_lost_seed(tmp_path, capsys):
-    """Half of one seed's metrics.jsonl cut off: one warning line naming the file, the run in
-    the notes, and every verdict that used or lost that seed says so."""
+    """Half of one seed's metrics.jsonl cut off: one warning line naming the file and what it
+    misses, the run in the notes, and every verdict that would have read it lists it in its own
+    'dropped' line (JSON and text), none of them AdamW-free."""
     headline(tmp_path / "runs", {"adamw": 0.3, "muon": 0.05})
     victim = next(d for d in sorted((tmp_path / "runs").iterdir())
                   if d.name.startswith("adamw-2bw") and d.name.endswith("-s2"))
@@ -102,12 +103,15 @@ def test_validate_warns_of_damaged_metrics_and_names_the_lost_seed(tmp_path, cap
     cap = capsys.readouterr()
     warn = [ln for ln in cap.err.splitlines() if "warning" in ln]
     assert len(warn) == 1 and str(victim / "metrics.jsonl") in warn[0]
-    assert "truncated" in warn[0]
+    assert "training rows stop at step" in warn[0] and "no closing eval row" in warn[0]
     rep = json.loads(cap.out)
     assert any(victim.name in n for n in rep["notes"])
-    touched = [v for v in rep["verdicts"] if victim.name in v["reason"]]
-    assert touched and all("adamw" in v["id"] or "adamw" in v["claim"].lower()
-                           or "AdamW" in v["claim"] for v in touched)
+    touched = [v for v in rep["verdicts"] if any(victim.name in d for d in v["dropped"])]
+    assert touched and all("adamw" in v["id"] or "AdamW" in v["claim"] for v in touched)
+    assert not any(victim.name in v["runs"] for v in rep["verdicts"])
+    assert main(["validate", str(tmp_path / "runs")]) == 0
+    lines = [ln.strip() for ln in capsys.readouterr().out.splitlines()]
+    assert sum(ln.startswith(f"dropped: {victim.name} (seed 2)") for ln in lines) == len(touched)
 
 
 def test_validate_plots_of_a_single_run_say_why_none(tmp_path, capsys):

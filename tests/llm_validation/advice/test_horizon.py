@@ -9,9 +9,19 @@ import pytest
 from scipy import stats
 
 from llm_validation.advice.horizon import ADDITIVE, TREND, fit_horizon
+from llm_validation.advice.transfer import Target, law_steps, law_tokens_per_param
 
 #: Least squares on exact data: round-off only.
 EXACT = 1e-9
+
+
+class _Pair:
+    """A pilot pair as the laws read it: horizon, gap fraction, tokens per parameter."""
+
+    def __init__(self, horizon: int, gap_fraction: float, n_params: float = 1e5,
+                 tokens_per_step: int = 64) -> None:
+        self.horizon, self.gap_fraction = horizon, gap_fraction
+        self.tokens_per_param = horizon * tokens_per_step / n_params
 
 
 def test_exact_power_law_is_recovered_with_zero_width():
@@ -44,14 +54,40 @@ def test_a_non_positive_pair_falls_back_to_the_additive_line_and_says_so():
     assert p.hi - p.lo == pytest.approx(0.0, abs=EXACT)
 
 
-def test_one_horizon_is_a_prediction_interval_of_the_mean():
-    p = fit_horizon([200, 200, 200], [0.1, 0.2, 0.3], 5000)
-    half = stats.t.ppf(0.975, 2) * 0.1 * math.sqrt(1 + 1 / 3)     # s = 0.1, n = 3
-    assert p.estimate == pytest.approx(0.2, abs=EXACT)
-    assert (p.lo, p.hi) == (pytest.approx(0.2 - half, abs=EXACT), pytest.approx(0.2 + half, abs=EXACT))
-    assert p.detail["trend"].startswith("none")
+def test_one_horizon_is_a_prediction_interval_on_the_log_scale():
+    """Positive fractions at one horizon: the prediction interval of one more pair of log g,
+    back on the g scale (the geometric mean, both ends positive)."""
+    g = [0.1, 0.2, 0.3]
+    p = fit_horizon([200, 200, 200], g, 5000)
+    logs = np.log(g)
+    half = stats.t.ppf(0.975, 2) * logs.std(ddof=1) * math.sqrt(1 + 1 / 3)
+    assert p.estimate == pytest.approx(math.exp(logs.mean()), abs=EXACT)
+    assert (p.lo, p.hi) == (pytest.approx(math.exp(logs.mean() - half), abs=EXACT),
+                            pytest.approx(math.exp(logs.mean() + half), abs=EXACT))
+    assert p.detail["trend"].startswith("none (one horizon): log g") and p.detail["scale"] == "log"
     one = fit_horizon([200], [0.1], 400)
-    assert one.estimate == 0.1 and one.lo == -math.inf and one.hi == math.inf
+    assert one.estimate == pytest.approx(0.1, abs=EXACT) and one.lo == 0.0 and one.hi == math.inf
+
+
+def test_a_log_fitted_law_never_prints_a_negative_end():
+    """The user's case: three pairs at one horizon whose mean +- t s sqrt(1 + 1/n) in g
+    reached below zero (0.0846 [-0.0339, 0.203]); on the log scale both ends are positive, and
+    the formula printed is the fit made."""
+    g = [0.04, 0.08, 0.134]
+    m, s = float(np.mean(g)), float(np.std(g, ddof=1))
+    assert m - stats.t.ppf(0.975, 2) * s * math.sqrt(4 / 3) < 0      # the old interval's end
+    for law in (law_steps, law_tokens_per_param):
+        p = law([_Pair(200, x) for x in g], Target(steps=5000, tokens_per_step=64,
+                                                   n_params=1e5))
+        assert 0 < p.lo < p.estimate < p.hi
+        assert p.detail["formula"].startswith("none (one horizon): log g")
+
+
+def test_one_horizon_with_a_non_positive_fraction_stays_additive_and_says_so():
+    p = fit_horizon([200, 200, 200], [-0.01, 0.02, 0.05], 5000)
+    half = stats.t.ppf(0.975, 2) * 0.03 * math.sqrt(1 + 1 / 3)
+    assert p.estimate == pytest.approx(0.02, abs=EXACT) and p.detail["scale"] == "g"
+    assert p.lo == pytest.approx(0.02 - half, abs=EXACT) and "g <= 0" in p.detail["trend"]
 
 
 def test_noisy_trend_interval_widens_with_extrapolation():

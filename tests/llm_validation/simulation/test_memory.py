@@ -51,3 +51,18 @@ def test_bytes_by_hand():
     assert r0["activation_bytes"] == 2 * 10 and r1["activation_bytes"] == 30
     assert r0["total_bytes"] == sum(r0[k] for k in ("weights_bytes", "grads_bytes",
                                                    "optimizer_bytes", "activation_bytes"))
+
+
+def test_one_device_memory_is_the_unsplit_model_by_hand():
+    """One weight copy, one gradient buffer, the optimizer's state of every parameter and one
+    microbatch's activations through every stage, in float32 bytes."""
+    from llm_validation.simulation.costs import optimizer_states
+    from llm_validation.simulation.memory import MemoryModel, one_device_memory
+    model = MemoryModel(params=(10, 20), matrix_params=(4, 8), activation_bytes=(100, 200),
+                        optimizer="muon")
+    on_matrix, other = optimizer_states("muon")
+    mem = one_device_memory(model)
+    assert mem["weights_bytes"] == 30 * 4 and mem["grads_bytes"] == 30 * 4
+    assert mem["optimizer_bytes"] == (on_matrix * 12 + other * 18) * 4
+    assert mem["activation_bytes"] == 300 and mem["params"] == 30
+    assert mem["total_bytes"] == 240 + (on_matrix * 12 + other * 18) * 4 + 300

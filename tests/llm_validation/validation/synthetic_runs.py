@@ -21,7 +21,7 @@ STATS_EVERY = 5
 def fake_run(root: Path, *, opt: str, val: float, seed: int, tau: int = 0, lam: float = 0.0,
              lr: float | None = None, momentum: float | None = None, batch: int | None = None,
              smooth_spread: float = 1.5, star_bad: float = 0.0, drift: float = 1.0,
-             cos_cons: float = 0.8, status: str = "completed") -> Path:
+             cos_cons: float = 0.8, status: str = "completed", mom_err: float = 0.01) -> Path:
     """A run directory with the given final validation loss and statistics."""
     cfg = default_base(opt, steps=STEPS)
     optim = cfg.optim
@@ -49,7 +49,7 @@ def fake_run(root: Path, *, opt: str, val: float, seed: int, tau: int = 0, lam: 
                        star_convex_slack=-1e-3 if rng.random() < star_bad else 1e-3,
                        grad_noise_var=0.04 * (1 + 0.1 * rng.random()),
                        update_primal_norm=cfg.optim.lr, cos_consecutive_update=cos_cons,
-                       cos_delayed_fresh=0.9, momentum_error=0.01,
+                       cos_delayed_fresh=0.9, momentum_error=mom_err,
                        ef_drift=drift + 0.01 * rng.standard_normal() if tau else None)
         rows.append(row)
     rows.append({"step": STEPS, "val_loss": val, "kind": "eval"})
