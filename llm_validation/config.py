@@ -200,6 +200,9 @@ PRESETS: dict[str, ModelConfig] = {
                          max_seq_len=512),
     "n267k": ModelConfig(name="n267k", n_layer=4, d_model=64, n_head=8, n_kv_head=1, d_ff=256,
                          max_seq_len=512),
+    # the delay-law design's largest size: 10.5x n46k, the same architecture family
+    "n485k": ModelConfig(name="n485k", n_layer=4, d_model=88, n_head=11, n_kv_head=1, d_ff=352,
+                         max_seq_len=512),
     # SmolLM-135M (HuggingFaceTB/SmolLM-135M config): 134,515,008 parameters with vocab 49152.
     "smollm-135m": ModelConfig(name="smollm-135m", vocab_size=49152, n_layer=30, d_model=576,
                                n_head=9, n_kv_head=3, d_ff=1536, max_seq_len=2048, tied=True,
