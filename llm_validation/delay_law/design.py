@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from llm_validation.config import preset
 from llm_validation.delay_law.batch_laws import DEEPSEEK, steps_at
 
-__all__ = ["SIZES", "SEQ_LEN", "TOKENS_PER_PARAM", "SHARED_STEPS", "LONG_STEPS", "SEEDS",
+__all__ = ["SIZES", "SEQ_LEN", "MICROBATCHES", "TOKENS_PER_PARAM", "SHARED_STEPS", "LONG_STEPS", "SEEDS",
            "LR_SEEDS", "LR_MULTIPLES", "LR_EFFECT", "ARMS", "ARMS_NO_EF", "FINAL_EVAL_TOKENS",
            "FLOP_RATE", "STEP_OVERHEAD", "Cell", "LrProfile", "batch_sequences", "cells",
            "lr_profiles", "cost", "check_design"]
@@ -55,6 +55,8 @@ __all__ = ["SIZES", "SEQ_LEN", "TOKENS_PER_PARAM", "SHARED_STEPS", "LONG_STEPS",
 SIZES = ("n46k", "n113k", "n267k", "n485k")
 #: Bytes per sequence (the ladder's).
 SEQ_LEN = 64
+#: Microbatches of every run (the ladder's: the gradient-noise variance needs two).
+MICROBATCHES = 2
 #: The paper's ratio (Chinchilla's 20:1), all parameters counted.
 TOKENS_PER_PARAM = 20.0
 #: The step count every size trains at: the smallest size's at the ladder's 1024-token batch.
@@ -86,9 +88,10 @@ STEP_OVERHEAD = 0.01
 
 
 def batch_sequences(size: str, steps: int) -> int:
-    """Sequences per step that train ``size`` on 20 tokens per parameter in ``steps`` steps."""
+    """Sequences per step that train ``size`` on 20 tokens per parameter in ``steps`` steps,
+    a multiple of :data:`MICROBATCHES`."""
     n = preset(size).n_params()
-    return max(1, round(TOKENS_PER_PARAM * n / (steps * SEQ_LEN)))
+    return MICROBATCHES * max(1, round(TOKENS_PER_PARAM * n / (steps * SEQ_LEN * MICROBATCHES)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,6 +124,10 @@ class Cell:
     @property
     def batch(self) -> int:
         return batch_sequences(self.size, self.steps)
+
+    @property
+    def n_params(self) -> int:
+        return preset(self.size).n_params()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -50,7 +50,7 @@ import numpy as np
 
 from llm_validation.validation.inference import DEFAULT_LEVEL, Interval, t_interval
 
-__all__ = ["FEATURES", "LINKS", "HIT_FACTOR", "TIE_LOG_ERROR", "Cell", "Law", "LawFit",
+__all__ = ["FEATURES", "LINKS", "HIT_FACTOR", "TIE_LOG_ERROR", "Observed", "Law", "LawFit",
            "HeldOut", "candidate_laws", "fit_law", "held_out_scores", "choose"]
 
 #: The variables a law may use: log model size, log steps, log relative lr.
@@ -65,8 +65,8 @@ TIE_LOG_ERROR = 0.01
 
 
 @dataclass(frozen=True, kw_only=True)
-class Cell:
-    """One training setting and its per-seed costs."""
+class Observed:
+    """One training setting and its per-seed costs, as a law reads them."""
 
     name: str
     """Cell name (e.g. ``n113k/s904``)."""
@@ -130,7 +130,7 @@ class LawFit:
     coefs: Mapping[int, np.ndarray]
     """Per-seed coefficients ``[a, *features]``."""
     dropped: int
-    """Cell-seed values outside the link's domain, left out."""
+    """Observed-seed values outside the link's domain, left out."""
     level: float = DEFAULT_LEVEL
 
     def coefficient(self, feature: str) -> Interval:
@@ -138,7 +138,7 @@ class LawFit:
         i = 0 if feature == "const" else 1 + self.law.features.index(feature)
         return t_interval([c[i] for c in self.coefs.values()], self.level)
 
-    def predict(self, cell: Cell) -> Interval:
+    def predict(self, cell: Observed) -> Interval:
         """The law's value at ``cell``: the t interval over seeds of the linear predictor,
         mapped through the inverse link (monotone, so the interval maps end to end)."""
         x = np.array([1.0] + [cell.features()[f] for f in self.law.features])
@@ -148,7 +148,7 @@ class LawFit:
                         level=iv.level, n=iv.n, method=iv.method)
 
 
-def fit_law(law: Law, cells: Sequence[Cell], level: float = DEFAULT_LEVEL,
+def fit_law(law: Law, cells: Sequence[Observed], level: float = DEFAULT_LEVEL,
             min_seeds: int = 2) -> LawFit:
     """Fit ``law`` per seed over ``cells`` (see the module docstring); ``ValueError`` when fewer
     than ``min_seeds`` seeds have more usable cells than coefficients."""
@@ -189,13 +189,13 @@ class HeldOut:
     n_coefs: int
 
 
-def _centre(law: Law, cell: Cell) -> float:
+def _centre(law: Law, cell: Observed) -> float:
     z = [law.forward(float(v)) for v in cell.values.values()]
     z = [v for v in z if math.isfinite(v)]
     return law.inverse(float(np.mean(z))) if z else math.nan
 
 
-def held_out_scores(laws: Sequence[Law], train: Sequence[Cell], held: Sequence[Cell]
+def held_out_scores(laws: Sequence[Law], train: Sequence[Observed], held: Sequence[Observed]
                     ) -> list[HeldOut]:
     """Each law fitted on ``train`` and scored on ``held`` (see the module docstring); a law
     that cannot be fitted (too few cells for its coefficients) scores inf."""

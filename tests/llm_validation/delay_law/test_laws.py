@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from llm_validation.delay_law.laws import (HIT_FACTOR, Cell, Law, candidate_laws, choose,
+from llm_validation.delay_law.laws import (HIT_FACTOR, Observed, Law, candidate_laws, choose,
                                            fit_law, held_out_scores)
 
 SIZES = (46_296, 113_000, 266_816, 485_144)
@@ -20,7 +20,7 @@ COVER_SLACK = 3 * math.sqrt(0.95 * 0.05 / REPS)
 
 
 def _cells(gen, seeds=(0, 1, 2, 3), lr=None):
-    return [Cell(name=f"{n}/{s}", n_params=n, steps=s, lr_rel=1.0 if lr is None else lr,
+    return [Observed(name=f"{n}/{s}", n_params=n, steps=s, lr_rel=1.0 if lr is None else lr,
                  values={k: gen(n, s, k) for k in seeds}) for n in SIZES for s in STEPS]
 
 
@@ -30,17 +30,17 @@ def test_exact_power_law_is_recovered():
     assert fit.coefficient("log_steps").estimate == pytest.approx(-0.5)
     assert fit.coefficient("log_n").estimate == pytest.approx(0.1)
     assert fit.coefficient("const").estimate == pytest.approx(math.log(3.0))
-    pred = fit.predict(Cell(name="x", n_params=10 ** 6, steps=10_000, values={}))
+    pred = fit.predict(Observed(name="x", n_params=10 ** 6, steps=10_000, values={}))
     assert pred.estimate == pytest.approx(3.0 * 10_000 ** -0.5 * 10 ** 0.6)
 
 
 def test_saturating_law_stays_below_one_and_drops_what_it_cannot_read():
     z = lambda n, s, k: 1 / (1 + math.exp(-(4.0 - 0.6 * math.log(s))))
-    cells = _cells(z) + [Cell(name="bad", n_params=1000, steps=100, values={0: 1.2, 1: -0.1})]
+    cells = _cells(z) + [Observed(name="bad", n_params=1000, steps=100, values={0: 1.2, 1: -0.1})]
     fit = fit_law(Law(features=("log_steps",), link="logit"), cells)
     assert fit.dropped == 2
     assert fit.coefficient("log_steps").estimate == pytest.approx(-0.6)
-    assert fit.predict(Cell(name="short", n_params=1000, steps=2, values={})).estimate < 1
+    assert fit.predict(Observed(name="short", n_params=1000, steps=2, values={})).estimate < 1
 
 
 def _simulate_seed_effects(rng, n_seeds=4):
