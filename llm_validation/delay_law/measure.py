@@ -29,11 +29,12 @@ from typing import Mapping, Sequence
 
 from llm_validation.claims.plan import run_name
 from llm_validation.delay_law.design import Cell
+from llm_validation.delay_law.laws import Observed
 from llm_validation.delay_law.runs import DesignRun, cell_runs
 from llm_validation.validation.envelope import EnvelopeLag, envelope_lag
 from llm_validation.validation.runs import RunRecord, is_complete
 
-__all__ = ["CellCosts", "read_final", "cell_costs"]
+__all__ = ["CellCosts", "read_final", "cell_costs", "observed"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,3 +108,15 @@ def cell_costs(cell: Cell, runs_dir: str | Path, lrs: Mapping[str, Mapping[str, 
             if v0 is not None and v0 > vt:
                 share.setdefault(arm, {})[r.seed] = lv.gap / (v0 - vt)
     return CellCosts(cell=cell, lag=lag, gap_share=share, gap=gap, missing=tuple(missing))
+
+
+def observed(costs: Mapping[str, CellCosts], arm: str, quantity: str) -> list[Observed]:
+    """The cells' per-seed ``quantity`` of ``arm`` as laws read them (cells lacking the arm
+    are left out)."""
+    out = []
+    for name, c in costs.items():
+        values = (c.lag_fraction(arm) if quantity == "lag" else dict(c.gap_share.get(arm, {})))
+        if values:
+            out.append(Observed(name=name, n_params=c.cell.n_params, steps=c.cell.steps,
+                                lr_rel=c.cell.lr_multiple, values=values))
+    return out

@@ -186,10 +186,19 @@ class Verdict:
     reason: str
 
 
+#: Relative spread below which per-seed values count as identical (float noise of equal
+#: slopes): the t statistic is then undefined, and the p-value is 0 for a non-zero mean.
+SAME_RTOL = 1e-9
+
+
 def _t_p(x: Sequence[float]) -> float:
+    """Two-sided one-sample t p-value of mean 0 (1 with fewer than two values)."""
     x = np.asarray([v for v in x if math.isfinite(v)], float)
-    if x.size < 2 or np.std(x, ddof=1) == 0:
-        return 1.0 if x.size < 2 else (0.0 if x.mean() != 0 else 1.0)
+    if x.size < 2:
+        return 1.0
+    scale = max(float(np.abs(x).max()), 1e-300)
+    if np.std(x, ddof=1) <= SAME_RTOL * scale:
+        return 0.0 if abs(x.mean()) > SAME_RTOL * scale else 1.0
     return float(stats.ttest_1samp(x, 0.0).pvalue)
 
 

@@ -74,3 +74,11 @@ def test_a_child_waits_for_its_parent(tmp_path):
     assert v["P1"].status != PASS
     assert all(v[f"P1@{s}"].status != PASS for s in shared)
     assert math.isfinite(v["P1@n46k"].p_adjusted)
+
+
+def test_paper_statement_reading():
+    from llm_validation.delay_law.paper import read_statement
+    assert read_statement("above", [(0.1, 0.3), (0.06, 0.2)], 0.05) == "supported"
+    assert read_statement("above", [(0.1, 0.3), (0.01, 0.2)], 0.05) == "cannot decide"
+    assert read_statement("below", [(0.0, 0.01), (0.0, 0.02)], 0.05) == "supported"
+    assert read_statement("below", [(0.1, 0.3), (0.2, 0.4)], 0.05) == "contradicted"
