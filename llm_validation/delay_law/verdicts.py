@@ -196,7 +196,7 @@ def _t_p(x: Sequence[float]) -> float:
     x = np.asarray([v for v in x if math.isfinite(v)], float)
     if x.size < 2:
         return 1.0
-    scale = max(float(np.abs(x).max()), 1e-300)
+    scale = max(float(np.abs(x).max()), 1e-12)      # below 1e-12: zero, not a signal
     if np.std(x, ddof=1) <= SAME_RTOL * scale:
         return 0.0 if abs(x.mean()) > SAME_RTOL * scale else 1.0
     return float(stats.ttest_1samp(x, 0.0).pvalue)
