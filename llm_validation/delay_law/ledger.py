@@ -42,6 +42,8 @@ from llm_validation.delay_law.laws import (Law, Observed, candidate_laws, choose
                                            held_out_scores)
 from llm_validation.delay_law.measure import CellCosts, cell_costs, observed, read_final
 from llm_validation.delay_law.paper import paper_predictions
+from llm_validation.delay_law.report import (exponent_at_fixed_steps, plot_lag_vs_size,
+                                             plot_lag_vs_steps, render)
 from llm_validation.delay_law.runs import LR_CENTRES, PHASES, choose_lr, lr_runs, phase_runs
 from llm_validation.delay_law.verdicts import decide, statement_values, statements
 from llm_validation.rundir import read_json
@@ -159,7 +161,8 @@ def assemble(out: str | Path) -> dict[str, Any]:
             by_size.setdefault(cells[n].size, []).append(c)
     ef_sizes = [s for s, c in shared.items() if "adamw/2bw+ef" in c.cell.arms]
     stmts = statements(list(shared), ef_sizes)
-    verdicts = decide(stmts, statement_values(shared, by_size))
+    values = statement_values(shared, by_size)
+    verdicts = decide(stmts, values)
     laws: dict[str, Any] = {}
     for arm in LAW_ARMS:
         for q in QUANTITIES:
@@ -176,8 +179,14 @@ def assemble(out: str | Path) -> dict[str, Any]:
     doc = {"statements": {s.id: {"text": s.text, "rule": s.rule, "parent": s.parent,
                                  "reading": s.reading, **verdicts[s.id].__dict__}
                           for s in stmts},
+           "exponents": {o: exponent_at_fixed_steps(values[f"N-{o}"])
+                         for o in ("adamw", "muon")},
            "laws": laws,
            "missing": {n: list(c.missing) for n, c in costs.items() if c.missing},
            "paper": paper_predictions(costs, laws)}
     write_json(out / LEDGER_FILE, doc)
+    figures = {"lag vs steps": plot_lag_vs_steps(costs, out / "figures" / "lag_vs_steps.png"),
+               "lag vs N": plot_lag_vs_size(costs, out / "figures" / "lag_vs_size.png")}
+    (out / "ledger.md").write_text(render(doc, {k: str(v.relative_to(out))
+                                                for k, v in figures.items()}))
     return doc

@@ -42,6 +42,7 @@ def _fake_phase(out, phase, lrs=None):
 
 
 def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
+    """Every phase on fake runs; the figures are kept in /tmp/delay_law_e2e for a look."""
     profiles = [design.LrProfile(size=p.size, optimizer=p.optimizer, steps=40)
                 for p in design.lr_profiles()]
     monkeypatch.setattr(design, "lr_profiles", lambda: tuple(profiles))
@@ -70,5 +71,10 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
     assert st["P1"]["status"] == "pass" and st["P2a"]["status"] == "pass"
     assert st["N-adamw"]["status"] == "inconclusive"       # the lag does not depend on N
     assert st["S-adamw"]["status"] == "pass" and st["S-adamw"]["mean"] < 0
+    assert doc["exponents"]["adamw"]["lo"] <= 0 <= doc["exponents"]["adamw"]["hi"] or \
+        abs(doc["exponents"]["adamw"]["estimate"]) < 1e-9
+    md = (tmp_path / "ledger.md").read_text()
+    assert "| P1 | paper | **pass**" in md and "lag_vs_steps.png" in md
+    assert (tmp_path / "figures" / "lag_vs_size.png").stat().st_size > 10_000
     paper = doc["paper"]["adamw/2bw"]["models"]["SmolLM-135M"]
     assert paper["predictions"]["deepseek"]["steps"] == pytest.approx(9257, rel=0.01)
