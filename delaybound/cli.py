@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "delaybound.cmd_simulate",  # simulate
     "delaybound.cmd_advise",    # advise
     "delaybound.cmd_reproduce", # reproduce
+    "delaybound.cmd_delay_law", # delay-law {plan,protocol,run,predict,assemble}
     "delaybound.demo",          # demo
 )
 

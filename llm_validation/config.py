@@ -202,6 +202,9 @@ PRESETS: dict[str, ModelConfig] = {
                          max_seq_len=512),
     "n267k": ModelConfig(name="n267k", n_layer=4, d_model=64, n_head=8, n_kv_head=1, d_ff=256,
                          max_seq_len=512),
+    # the delay-law design's largest size: 10.5x n46k, the same architecture family
+    "n485k": ModelConfig(name="n485k", n_layer=4, d_model=88, n_head=11, n_kv_head=1, d_ff=352,
+                         max_seq_len=512),
     # SmolLM-135M (HuggingFaceTB/SmolLM-135M config): 134,515,008 parameters with vocab 49152.
     "smollm-135m": ModelConfig(name="smollm-135m", vocab_size=49152, n_layer=30, d_model=576,
                                n_head=9, n_kv_head=3, d_ff=1536, max_seq_len=2048, tied=True,
@@ -489,6 +492,13 @@ class RunConfig:
     same set as every evaluation; larger: that set and the next batches of the validation
     stream). The final loss is what every claim's gap reads; a larger set lowers its sampling
     noise for one evaluation's cost. Emulated single-process runs only."""
+    final_eval_tokens: int = 0
+    """Predicted tokens of a fixed closing evaluation set shared by every seed, batch size and
+    model (0: off): windows of ``seq_len + 1`` tokens tiling the validation split in order
+    (:func:`~llm_validation.training.data.tiled_windows`), so two runs' final losses differ by
+    their weights only, never by their evaluation sets. When set, ``final_val_loss`` is its
+    mean; the curve's closing point stays on the curve's batches. Emulated single-process runs
+    only."""
     stats_interval: int = 10
     """Expensive statistics every this many steps (0: off; loss, lr, grad_norm are every step)."""
     momentum_error_interval: int = 0
@@ -566,6 +576,7 @@ class RunConfig:
         _int(self, "log_interval", 1)
         _int(self, "eval_batches", 1)
         _int(self, "final_eval_batches", 0)
+        _int(self, "final_eval_tokens", 0)
         _int(self, "large_batch_factor", 1)
         if not isinstance(self.out_dir, str) or not self.out_dir:
             raise TypeError(f"RunConfig.out_dir={self.out_dir!r} must be a non-empty str")
@@ -598,6 +609,7 @@ class RunConfig:
 #: (``claims.plan.run_name``), with the value that reproduces the runs made before them: a
 #: digest leaves a field out while it holds that value, so those runs keep their names.
 DIGEST_LEGACY: Mapping[str, Any] = {"optim.ns_dtype": "bfloat16", "run.final_eval_batches": 0,
+                                    "run.final_eval_tokens": 0,
                                     "run.log_interval": 1, "model.boundary_dtype": "float32",
                                     "model.boundary_stages": 1, "run.compile": False,
                                     "run.checkpoint_minutes": 0.0}
@@ -667,10 +679,11 @@ class TrainConfig:
                 raise ValueError(f"DelayConfig.{extra[0]}={getattr(self.delay, extra[0])!r} is "
                                  "not supported with data_parallel > 1 (the data-parallel "
                                  "emulation runs tau, ef_lambda and ef_level only)")
-        if run.final_eval_batches and (run.pipeline != "none" or run.data_parallel > 1):
-            raise ValueError(f"RunConfig.final_eval_batches={run.final_eval_batches} is "
-                             "supported by the emulated single-process loop only (leave it 0 "
-                             "with a pipeline or data_parallel > 1)")
+        for name in ("final_eval_batches", "final_eval_tokens"):
+            if getattr(run, name) and (run.pipeline != "none" or run.data_parallel > 1):
+                raise ValueError(f"RunConfig.{name}={getattr(run, name)} is supported by the "
+                                 "emulated single-process loop only (leave it 0 with a "
+                                 "pipeline or data_parallel > 1)")
         if run.pipeline != "none":
             if run.stages > self.model.n_layer:
                 raise ValueError(f"RunConfig.stages={run.stages} exceeds "

@@ -48,6 +48,7 @@ __all__ = [
     "Corpus",
     "TokenArrays",
     "WindowSampler",
+    "tiled_windows",
     "load_corpus",
     "stdlib_files",
     "folder_files",
@@ -278,6 +279,24 @@ def load_corpus(cfg: DataConfig) -> Corpus:
     key = (("path", cfg.path), ("format", cfg.format), ("val_path", cfg.val_path),
            ("val_fraction", cfg.val_fraction))
     return _load_cached(key)
+
+
+def tiled_windows(split: TokenArrays, seq_len: int, n_tokens: int) -> Tensor:
+    """The fixed evaluation set of ``n_tokens`` predicted tokens: windows of ``seq_len + 1``
+    tokens tiling the split's arrays in order, without overlap (int64 ``[W, seq_len + 1]``,
+    ``W = ceil(n_tokens / seq_len)``). It depends on the split and ``seq_len`` only, so every
+    seed, batch size and model reads the same tokens; ``ValueError`` when the split is too
+    short."""
+    if n_tokens < 1 or seq_len < 1:
+        raise ValueError(f"tiled_windows: n_tokens={n_tokens} and seq_len={seq_len} must be >= 1")
+    need, span, rows = -(-n_tokens // seq_len), seq_len + 1, []
+    for a in split.arrays:
+        k = min(len(a) // span, need - len(rows))
+        rows.extend(a[i * span:(i + 1) * span] for i in range(k))
+        if len(rows) == need:
+            return torch.from_numpy(np.stack(rows).astype(np.int64))
+    raise ValueError(f"{split.name} split holds {len(rows)} whole windows of {span} tokens, "
+                     f"fewer than the {need} that {n_tokens} evaluation tokens need")
 
 
 class WindowSampler:

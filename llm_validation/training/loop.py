@@ -57,7 +57,8 @@ from llm_validation.training import host_syncs, stats
 from llm_validation.training.determinism import configure_numerics
 from llm_validation.training.flush import RowBuffer, flush_due
 from llm_validation.training.compiled import forward_of
-from llm_validation.training.data import STREAM_LARGE, STREAM_VAL, WindowSampler, load_corpus
+from llm_validation.training.data import (STREAM_LARGE, STREAM_VAL, WindowSampler, load_corpus,
+                                          tiled_windows)
 from llm_validation.training.delay import DelayedOptimizer
 from llm_validation.training.model import Transformer, batch_loss, lm_loss
 from llm_validation.training.optim import build_optimizer, group_geometry, lr_factor, set_lr
@@ -102,6 +103,24 @@ def eval_losses(model: torch.nn.Module, batches: Sequence[tuple[Tensor, Tensor]]
             with ctx():
                 losses.append(lm_loss(model(xm), ym).double())
     return torch.stack(losses)                       # [len(batches) * microbatches]
+
+
+#: Windows per forward pass of the fixed closing set (``run.final_eval_tokens``): 256 x 65
+#: tokens keep the activations of the largest CPU presets under ~100 MB.
+TILED_CHUNK = 256
+
+
+@torch.no_grad()
+def tiled_loss(model: torch.nn.Module, windows: Tensor, device: torch.device,
+               ctx: Callable[[], Any] = nullcontext) -> float:
+    """Mean next-token loss over the fixed set ``windows`` (``[W, T + 1]``, every token
+    weighted equally), in chunks of :data:`TILED_CHUNK` windows, summed in float64."""
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    for w in windows.split(TILED_CHUNK):
+        w = w.to(device)                                                         # [C, T+1]
+        with ctx():
+            total += lm_loss(model(w[:, :-1]), w[:, 1:]).double() * w.shape[0]
+    return float(total) / windows.shape[0]
 
 
 def evaluate(model: torch.nn.Module, batches: Sequence[tuple[Tensor, Tensor]], microbatches: int,
@@ -307,8 +326,12 @@ def train(cfg: TrainConfig, *, progress: bool = True,
             losses = eval_losses(net, final_batches, run.microbatches, ctx)
             final_val = float(losses.mean())
             curve_val = float(losses[:run.eval_batches * run.microbatches].mean())
-            metrics.write(eval_row(done, curve_val,
-                                   final_val if n_final > run.eval_batches else None))
+            if run.final_eval_tokens:          # the fixed set every seed and size shares
+                final_val = tiled_loss(model, tiled_windows(
+                    corpus.val, cfg.data.seq_len, run.final_eval_tokens), device, ctx)
+            metrics.write(eval_row(done, curve_val, final_val
+                                   if n_final > run.eval_batches or run.final_eval_tokens
+                                   else None))
             if not (run.checkpoint_interval and done % run.checkpoint_interval == 0):
                 checkpoint(done)
     wall = time.perf_counter() - t_start

@@ -1,0 +1,91 @@
+"""``delaybound delay-law``: the designed experiment that separates model size, step count and
+learning rate in the cost of a one-step delay (:mod:`llm_validation.delay_law`).
+
+- ``delay-law plan [--json]``: the design's cells, their runs and estimated cost; nothing runs.
+- ``delay-law protocol --out DIR``: writes the checkout's rules (``DIR/protocol.json`` and
+  ``protocol.md``), to be committed before any run.
+- ``delay-law run --out DIR --phase lr|train|held-out [--jobs J]``: trains one phase
+  (resumable: a re-run trains only what is missing); refused without the protocol, and for
+  ``held-out`` without ``predictions.json``.
+- ``delay-law predict --out DIR``: every candidate law's prediction for the held-out cells
+  (``DIR/predictions.json``), fitted on the finished training cells.
+- ``delay-law assemble --out DIR [--reanalyse]``: verdicts, law scores, N's exponent at fixed
+  steps, the paper's setting; ``DIR/ledger.md``, ``ledger.json`` and ``figures/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from delaybound.output import print_json
+
+__all__ = ["register", "cmd_delay_law"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("delay-law", help="the delay-law experiment: size, steps and lr",
+                       description=__doc__.split("\n\n")[0],
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("action", choices=("plan", "protocol", "run", "predict", "assemble"),
+                   help="what to do")
+    p.add_argument("--out", help="the ledger folder (every action but plan)")
+    p.add_argument("--phase", choices=("lr", "train", "held-out"), help="run: the phase")
+    p.add_argument("--jobs", type=int, default=2, help="run: training processes")
+    p.add_argument("--reanalyse", action="store_true",
+                   help="assemble under this checkout's rules although the folder records "
+                        "others (labelled a re-analysis)")
+    p.add_argument("--json", action="store_true", help="plan: print JSON")
+    p.set_defaults(func=cmd_delay_law)
+
+
+def _plan(as_json: bool) -> int:
+    from llm_validation.delay_law import design
+    from llm_validation.delay_law.runs import LR_CENTRES, phase_runs
+    counts = {ph: len(phase_runs(ph, LR_CENTRES)) for ph in ("lr", "train", "held-out")}
+    cost = design.cost()
+    if as_json:
+        print_json({"cells": [{"name": c.name, "role": c.role, "steps": c.steps,
+                               "batch": c.batch, "held_out": c.held_out} for c in design.cells()],
+                    "runs": counts, "process_hours": {k: v / 3600 for k, v in cost.items()}})
+        return 0
+    for c in design.cells():
+        print(f"{c.name:20s} {c.role:7s} {c.steps:5d} steps x {c.batch:3d} seqs"
+              f"{'  held out' if c.held_out else ''}")
+    print(f"runs per phase: {counts}; estimated {cost['total'] / 3600:.1f} process-hours "
+          f"({', '.join(f'{k} {v / 3600:.1f}' for k, v in cost.items() if k != 'total')})")
+    return 0
+
+
+def cmd_delay_law(args: argparse.Namespace) -> int:
+    from llm_validation.delay_law import ledger, protocol
+    if args.action == "plan":
+        return _plan(args.json)
+    if not args.out:
+        raise ValueError(f"delay-law {args.action} needs --out DIR")
+    if args.action == "protocol":
+        doc = protocol.write(args.out)
+        print(f"protocol {doc['digest'][:12]} written to {args.out}/protocol.json: commit it "
+              "before any run")
+        return 0
+    rec = protocol.check(args.out, reanalyse=args.reanalyse)
+    if args.action == "run":
+        if not args.phase:
+            raise ValueError("delay-law run needs --phase lr|train|held-out")
+        if args.jobs < 1:
+            raise ValueError(f"--jobs {args.jobs}: must be >= 1")
+        n = ledger.run_phase(args.phase, args.out, jobs=args.jobs)
+        print(f"phase {args.phase}: {n} runs finished under {args.out}/runs")
+    elif args.action == "predict":
+        doc = ledger.write_predictions(args.out)
+        print(f"{len(doc['laws'])} law predictions for {len(doc['held_out'])} held-out cells "
+              f"written to {args.out}/{ledger.PREDICTIONS_FILE}: commit it before the "
+              "held-out phase")
+    else:
+        doc = ledger.assemble(args.out)
+        if rec["reanalysis"]:
+            print("re-analysis: the folder records another protocol", file=sys.stderr)
+        for sid, s in doc["statements"].items():
+            print(f"{s['status']:>12s}  {sid}: {s['reason']}")
+        print(f"ledger written to {args.out}/ledger.md")
+    return 0

@@ -1,0 +1,192 @@
+"""The delay-law ledger's front door: run the design's phases in order, write the held-out
+predictions before the held-out cells train, and assemble the verdicts, laws and predictions.
+
+Folder layout (``out``): ``protocol.json`` / ``protocol.md`` (committed before any run),
+``runs/`` (one folder per run), ``lr_choice.json`` (after the ``lr`` phase),
+``predictions.json`` (every candidate law's prediction for each held-out cell, written after
+the ``train`` phase and committed before ``held-out`` starts), ``ledger.json`` / ``ledger.md``
+and ``figures/`` (the assembly).
+
+Algorithm
+    :func:`run_phase` trains one phase with :func:`~llm_validation.sweep.runner.run_sweep`
+    (resumable; ``jobs`` processes). ``lr``: afterwards each size's lr per optimizer is the
+    profile point with the lowest mean closing loss (:func:`~llm_validation.delay_law.runs.
+    choose_lr`). ``held-out`` is refused while ``predictions.json`` is missing.
+    :func:`write_predictions` fits every law of :func:`~llm_validation.delay_law.laws.
+    candidate_laws` on the finished training cells (per arm and quantity) and writes its
+    prediction for every held-out cell. :func:`assemble` reads every cell
+    (:func:`~llm_validation.delay_law.measure.cell_costs`), decides the statements
+    (:mod:`~llm_validation.delay_law.verdicts`), scores the laws on the held-out cells, fits the
+    chosen law on every cell and predicts the paper's settings
+    (:mod:`~llm_validation.delay_law.paper`).
+
+Assumptions
+    One ledger per folder; the protocol in the folder is the checkout's (``ProtocolMismatch``
+    otherwise: a rule changed after the runs makes the result exploratory, and says so).
+
+Guarantee
+    Nothing is lost on a crash: runs resume from their checkpoints, every JSON is written
+    atomically, and a phase re-run trains only what is missing.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from llm_validation.atomic_io import write_json
+from llm_validation.claims.plan.plan import run_name
+from llm_validation.delay_law import design
+from llm_validation.delay_law.laws import (Law, Observed, candidate_laws, choose, fit_law,
+                                           held_out_scores)
+from llm_validation.delay_law.measure import CellCosts, cell_costs, observed, read_final
+from llm_validation.delay_law.paper import paper_predictions
+from llm_validation.delay_law.report import (exponent_at_fixed_steps, plot_lag_vs_size,
+                                             plot_lag_vs_steps, render)
+from llm_validation.delay_law.runs import LR_CENTRES, PHASES, choose_lr, lr_runs, phase_runs
+from llm_validation.delay_law.verdicts import decide, statement_values, statements
+from llm_validation.rundir import read_json
+from llm_validation.sweep.grid import SweepPoint
+from llm_validation.sweep.runner import run_sweep
+
+__all__ = ["LR_FILE", "PREDICTIONS_FILE", "LEDGER_FILE", "QUANTITIES", "LAW_ARMS",
+           "run_phase", "read_lrs", "write_predictions", "assemble"]
+
+LR_FILE = "lr_choice.json"
+PREDICTIONS_FILE = "predictions.json"
+LEDGER_FILE = "ledger.json"
+#: The costs a law is fitted to: the compute-equivalent lag and the gap share.
+QUANTITIES = ("lag", "gap_share")
+#: The arms whose cost the laws describe.
+LAW_ARMS = ("adamw/2bw", "muon/2bw")
+
+
+def read_lrs(out: str | Path) -> dict[str, dict[str, float]]:
+    """The lrs the ``lr`` phase chose (size -> optimizer -> lr); ``FileNotFoundError`` naming
+    the phase to run first."""
+    path = Path(out) / LR_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run the 'lr' phase first")
+    return {s: {o: float(v["lr"]) for o, v in opts.items()}
+            for s, opts in read_json(path)["lrs"].items()}
+
+
+def _choose_lrs(out: Path) -> dict[str, Any]:
+    """Each size's lr per optimizer from its finished profile runs (written to LR_FILE)."""
+    table: dict[tuple[str, str], dict[float, list[float]]] = {}
+    for r in lr_runs():
+        size = r.cell.split("/")[0]
+        value, _, _ = read_final(out / "runs", r)
+        table.setdefault((size, r.optimizer), {}).setdefault(r.lr_multiple, []).append(
+            value if value is not None else math.nan)
+    lrs: dict[str, dict[str, Any]] = {}
+    for (size, opt), by in table.items():
+        best, note = choose_lr(by)
+        centre = LR_CENTRES[size][opt]
+        lrs.setdefault(size, {})[opt] = {"lr": centre * best, "multiple": best, "note": note,
+                                         "profile": {str(m): v for m, v in sorted(by.items())}}
+    doc = {"rule": "lowest mean closing loss over the profile's seeds", "lrs": lrs}
+    write_json(out / LR_FILE, doc)
+    return doc
+
+
+def run_phase(phase: str, out: str | Path, *, jobs: int = 2, progress: bool = True) -> int:
+    """Train ``phase``'s unfinished runs under ``out/runs``; returns how many runs it holds."""
+    out = Path(out)
+    if phase not in PHASES:
+        raise ValueError(f"phase {phase!r} is not one of {list(PHASES)}")
+    if phase == "held-out" and not (out / PREDICTIONS_FILE).exists():
+        raise FileNotFoundError(f"{out / PREDICTIONS_FILE} is missing: the laws' predictions "
+                                "for the held-out cells are written (and committed) before "
+                                "they train")
+    runs = phase_runs(phase, None if phase == "lr" else read_lrs(out))
+    points = [SweepPoint(name=run_name(r.cfg), cfg=r.cfg) for r in runs]
+    run_sweep(points, out / "runs", jobs=jobs, threads=1, progress=progress,
+              grid={"delay_law_phase": phase})
+    if phase == "lr":
+        _choose_lrs(out)
+    return len(points)
+
+
+def _all_costs(out: Path, lrs: Mapping[str, Mapping[str, float]], held: bool | None
+               ) -> dict[str, CellCosts]:
+    return {c.name: cell_costs(c, out / "runs", lrs) for c in design.cells()
+            if held is None or c.held_out == held}
+
+
+def _law_doc(law: Law) -> dict[str, Any]:
+    return {"features": list(law.features), "link": law.link}
+
+
+def write_predictions(out: str | Path) -> dict[str, Any]:
+    """Every candidate law's prediction for every held-out cell, fitted on the training cells
+    (per arm and quantity), written to ``predictions.json``."""
+    out = Path(out)
+    lrs = read_lrs(out)
+    train = _all_costs(out, lrs, held=False)
+    held = [c for c in design.cells() if c.held_out]
+    doc: dict[str, Any] = {"held_out": [c.name for c in held], "laws": {}}
+    for arm in LAW_ARMS:
+        for q in QUANTITIES:
+            cells = observed(train, arm, q)
+            for law in candidate_laws():
+                key = f"{arm}:{q}:{law.name}"
+                try:
+                    fit = fit_law(law, cells)
+                except ValueError as e:
+                    doc["laws"][key] = {"law": _law_doc(law), "error": str(e)}
+                    continue
+                preds = {}
+                for c in held:
+                    iv = fit.predict(Observed(name=c.name, n_params=c.n_params, steps=c.steps,
+                                              lr_rel=c.lr_multiple, values={}))
+                    preds[c.name] = {"estimate": iv.estimate, "lo": iv.lo, "hi": iv.hi}
+                doc["laws"][key] = {"law": _law_doc(law), "predictions": preds}
+    write_json(out / PREDICTIONS_FILE, doc)
+    return doc
+
+
+def assemble(out: str | Path) -> dict[str, Any]:
+    """Verdicts, held-out law scores, the chosen laws and N's exponent at fixed steps from
+    the finished runs (written to ``ledger.json``; see the module docstring)."""
+    out = Path(out)
+    lrs = read_lrs(out)
+    costs = _all_costs(out, lrs, held=None)
+    cells = {c.name: c for c in design.cells()}
+    shared = {cells[n].size: c for n, c in costs.items() if cells[n].role == "shared"}
+    by_size: dict[str, list[CellCosts]] = {}
+    for n, c in costs.items():
+        if cells[n].lr_multiple == 1.0:
+            by_size.setdefault(cells[n].size, []).append(c)
+    ef_sizes = [s for s, c in shared.items() if "adamw/2bw+ef" in c.cell.arms]
+    stmts = statements(list(shared), ef_sizes)
+    values = statement_values(shared, by_size)
+    verdicts = decide(stmts, values)
+    laws: dict[str, Any] = {}
+    for arm in LAW_ARMS:
+        for q in QUANTITIES:
+            train = observed({n: c for n, c in costs.items() if not cells[n].held_out}, arm, q)
+            held = observed({n: c for n, c in costs.items() if cells[n].held_out}, arm, q)
+            scores = held_out_scores(candidate_laws(), train, held)
+            try:
+                best = choose(scores)
+            except ValueError:
+                best = None
+            laws[f"{arm}:{q}"] = {"scores": [s.__dict__ | {"errors": dict(s.errors)}
+                                             for s in scores],
+                                  "chosen": best.law if best else None}
+    doc = {"statements": {s.id: {"text": s.text, "rule": s.rule, "parent": s.parent,
+                                 "reading": s.reading, **verdicts[s.id].__dict__}
+                          for s in stmts},
+           "exponents": {o: exponent_at_fixed_steps(values[f"N-{o}"])
+                         for o in ("adamw", "muon")},
+           "laws": laws,
+           "missing": {n: list(c.missing) for n, c in costs.items() if c.missing},
+           "paper": paper_predictions(costs, laws)}
+    write_json(out / LEDGER_FILE, doc)
+    figures = {"lag vs steps": plot_lag_vs_steps(costs, out / "figures" / "lag_vs_steps.png"),
+               "lag vs N": plot_lag_vs_size(costs, out / "figures" / "lag_vs_size.png")}
+    (out / "ledger.md").write_text(render(doc, {k: str(v.relative_to(out))
+                                                for k, v in figures.items()}))
+    return doc

@@ -1,0 +1,146 @@
+"""The delay-law ledger for a reader: ``ledger.md`` and the two figures (the lag against the
+step count with one colour per size; the lag against the model size at the shared step count,
+every seed visible)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from llm_validation.delay_law import design
+from llm_validation.delay_law.measure import CellCosts
+from llm_validation.validation.inference import t_interval
+
+__all__ = ["exponent_at_fixed_steps", "plot_lag_vs_steps", "plot_lag_vs_size", "render"]
+
+_ARMS = (("adamw/2bw", "AdamW 2BW"), ("muon/2bw", "Muon 2BW"))
+
+
+def exponent_at_fixed_steps(values: Mapping[int, float]) -> dict[str, float]:
+    """N's exponent at the shared step count: the mean per-seed slope of log lag on log N with
+    its 95% t interval (``values``: seed -> slope, the ``N-<optimizer>`` statement's values)."""
+    iv = t_interval(list(values.values()))
+    return {"estimate": iv.estimate, "lo": iv.lo, "hi": iv.hi, "n": iv.n}
+
+
+def _axes(title_left: str, title_right: str):
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, t in zip(axes, (title_left, title_right)):
+        ax.set_title(t)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+        for axis, fmt in ((ax.xaxis, lambda v, _: f"{v:,.0f}"),
+                          (ax.yaxis, lambda v, _: f"{v:.0%}" if v >= 0.01 else f"{v:.1%}")):
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(FuncFormatter(fmt))
+            axis.set_minor_formatter(NullFormatter())
+    axes[0].set_ylabel("compute-equivalent lag (% of the run)")
+    return fig, axes
+
+
+def plot_lag_vs_steps(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
+    """The lag of each 2BW arm against the step count, one colour per size (cells at the tuned
+    lr; small points: seeds, large: the cell's geometric mean); held-out cells hollow."""
+    import matplotlib.pyplot as plt
+    fig, axes = _axes(*(f"{label}: lag vs steps" for _, label in _ARMS))
+    colours = dict(zip(design.SIZES, plt.cm.viridis(np.linspace(0, 0.9, len(design.SIZES)))))
+    for ax, (arm, _) in zip(axes, _ARMS):
+        for c in costs.values():
+            if c.cell.lr_multiple != 1.0:
+                continue
+            v = [x for x in c.lag_fraction(arm).values() if x > 0]
+            if not v:
+                continue
+            col = colours[c.cell.size]
+            ax.scatter([c.cell.steps] * len(v), v, s=10, color=col, alpha=0.5)
+            ax.scatter([c.cell.steps], [float(np.exp(np.mean(np.log(v))))], s=60,
+                       facecolors="none" if c.cell.held_out else col, edgecolors=col)
+        ax.set_xlabel("optimizer steps (batch = 20 N / steps)")
+    handles = [plt.Line2D([], [], marker="o", ls="", color=col, label=s)
+               for s, col in colours.items()]
+    handles.append(plt.Line2D([], [], marker="o", ls="", mfc="none", color="k",
+                              label="held out"))
+    axes[1].legend(handles=handles, title="model size", fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_lag_vs_size(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
+    """The lag of each 2BW arm against N at the shared step count, one line per seed."""
+    import matplotlib.pyplot as plt
+    fig, axes = _axes(*(f"{label}: lag vs N at {design.SHARED_STEPS} steps"
+                        for _, label in _ARMS))
+    shared = sorted((c for c in costs.values() if c.cell.role == "shared"),
+                    key=lambda c: c.cell.n_params)
+    for ax, (arm, _) in zip(axes, _ARMS):
+        seeds = sorted({s for c in shared for s in c.lag_fraction(arm)})
+        for s in seeds:
+            pts = [(c.cell.n_params, c.lag_fraction(arm)[s]) for c in shared
+                   if s in c.lag_fraction(arm) and c.lag_fraction(arm)[s] > 0]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", ms=4, lw=1, alpha=0.7, label=f"seed {s}")
+        ax.set_xlabel("parameters N (all counted)")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
+def render(doc: Mapping[str, Any], figures: Mapping[str, str]) -> str:
+    """``ledger.md`` from :func:`~llm_validation.delay_law.ledger.assemble`'s document."""
+    lines = ["# The delay law: what sets the cost of a one-step delay", "",
+             "Verdicts under one gatekeeping family (alpha 0.05); the unit is the "
+             "compute-equivalent lag (docs/delay_law.md). The sign-flip p-value is shown beside "
+             "the t p-value with its floor at this seed count; it never decides.", "",
+             "| statement | reading | status | mean | seeds | p (t) | p adjusted | p (sign-flip) "
+             "| floor | why |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for sid, s in doc["statements"].items():
+        lines.append(f"| {sid} | {s['reading']} | **{s['status']}** | {_fmt(s['mean'])} | "
+                     f"{s['n']} | {_fmt(s['p_t'])} | {_fmt(s['p_adjusted'])} | "
+                     f"{_fmt(s['p_sign_flip'])} | {_fmt(s['p_floor'])} | {s['reason']} |")
+    if "exponents" in doc:
+        lines += ["", "## N's exponent at the shared step count", ""]
+        for arm, e in doc["exponents"].items():
+            lines.append(f"- {arm}: {e['estimate']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}] "
+                         f"(95% t over {e['n']} seeds)")
+    lines += ["", "## Laws, scored on the held-out cells", ""]
+    for key, entry in doc["laws"].items():
+        lines += [f"### {key} (chosen: {entry['chosen']})", "",
+                  "| law | hits within x2 | mean log error |", "|---|---|---|"]
+        for s in entry["scores"]:
+            lines.append(f"| {s['law']} | {s['hits']} | {_fmt(s['mean_log_error'])} |")
+        lines.append("")
+    paper = doc.get("paper", {})
+    lines += ["## The paper's setting (an extrapolation)", ""]
+    for arm, entry in paper.items():
+        if not isinstance(entry, dict):
+            continue
+        lines.append(f"- {entry['statement']}: " + "; ".join(
+            f"{m}: {v['reading']} (threshold {v['threshold']:.2%}; " + ", ".join(
+                f"{k} {p['steps']} steps: {p['lag']:.2%} [{p['lo']:.2%}, {p['hi']:.2%}]"
+                for k, p in v["predictions"].items()) + ")"
+            for m, v in entry.get("models", {}).items()) if "models" in entry
+            else f"- {entry['statement']}: {entry['reading']} ({entry.get('why', '')})")
+    if paper.get("ef"):
+        lines.append(f"- EF: {paper['ef']}.")
+    lines += ["", "## Figures", ""] + [f"![{k}]({v})" for k, v in figures.items()]
+    if doc.get("missing"):
+        lines += ["", "## Runs left out", ""] + [f"- {c}: {', '.join(m)}"
+                                                for c, m in doc["missing"].items()]
+    return "\n".join(lines) + "\n"
