@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from llm_validation.rundir import read_json
+from llm_validation.records.atomic_io import read_json
 from llm_validation.config import DataConfig, DelayConfig, OptimConfig, RunConfig, TrainConfig, preset
 
 __all__ = ["main", "measure", "KINDS"]

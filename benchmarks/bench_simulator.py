@@ -30,7 +30,7 @@ from pathlib import Path
 
 from delaybound.cli import main as cli_main
 from llm_validation.config import DataConfig, DelayConfig, OptimConfig, RunConfig, TrainConfig, preset
-from llm_validation.rundir import read_json
+from llm_validation.records.atomic_io import read_json
 from llm_validation.run import run
 
 __all__ = ["main", "TOLERANCE", "compare"]

@@ -7,9 +7,9 @@ user errors; they are printed as one line on stderr with exit code 2, no traceba
 An ``OSError`` about a path (a file where a folder is wanted, no permission, a read-only
 folder, a full disk: ``ENOSPC``, ``EDQUOT``, ``EROFS``) is the same kind of error: one line
 naming the path and the errno, exit 2; the file being written is left as it was (atomic writes,
-:mod:`llm_validation.atomic_io`) and rows and checkpoints written before stay. A folder another
+:mod:`llm_validation.records.atomic_io`) and rows and checkpoints written before stay. A folder another
 process is writing is refused the same way, naming that process
-(:mod:`llm_validation.folder_lock`). SIGINT and SIGTERM end any command with one line and exit code 130 /
+(:mod:`llm_validation.records.folder_lock`). SIGINT and SIGTERM end any command with one line and exit code 130 /
 143 (:mod:`llm_validation.sweep.interrupt`; a command that runs workers stops them first and
 says what finished and how to resume).
 """
@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:  # a path: no permission, read-only, disk full (one line, errno)
-        from llm_validation.atomic_io import describe
+        from llm_validation.records.atomic_io import describe
         print(f"delaybound {args.command}: error: {describe(exc)}", file=sys.stderr)
         return 2
     return int(code or 0)

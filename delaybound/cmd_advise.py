@@ -186,7 +186,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     from llm_validation.advice.advise import AdviseSpec, advise
     from llm_validation.advice.pilot import load_pilot
     from llm_validation.advice.throughput import schedule_table
-    from llm_validation.rundir import write_json
+    from llm_validation.records.atomic_io import write_json
     spec = AdviseSpec(optimizer=args.optimizer, stages=args.stages,
                       microbatches=args.microbatches, data_parallel=args.data_parallel,
                       tokens=args.tokens, params=_params(args))

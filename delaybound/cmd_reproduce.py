@@ -162,7 +162,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.protocol:
         return _write_protocol(args)
     check_out_dir("--out", args.out)
-    from llm_validation.folder_lock import folder_lock
+    from llm_validation.records.folder_lock import folder_lock
     with folder_lock(args.out, "reproduce"):   # one writer per --out (its sweeps lock runs/)
         return _reproduce(args)
 

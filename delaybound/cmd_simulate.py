@@ -80,7 +80,7 @@ def _one(v: tuple | None, name: str, default: Any = None) -> Any:
 
 
 def _run_single(args: argparse.Namespace) -> int:
-    from llm_validation.rundir import write_json
+    from llm_validation.records.atomic_io import write_json
     from llm_validation.simulation.projection import resolve_microbatches
     from llm_validation.simulation.schedules import SYNC_SCHEDULES
     from llm_validation.simulation.summary import steady_step_time, summarize
@@ -157,7 +157,7 @@ def _print_single(s: dict[str, Any]) -> None:
 
 def _run_projection(args: argparse.Namespace) -> int:
     from llm_validation.config import preset
-    from llm_validation.rundir import write_json
+    from llm_validation.records.atomic_io import write_json
     from llm_validation.simulation.projection import (ProjectionSpec, plot_projection, project,
                                                       speedups)
     if not args.model:

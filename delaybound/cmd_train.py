@@ -183,7 +183,7 @@ def _show_config_defaults(p: argparse.ArgumentParser) -> None:
 
 
 def _json_object(path: Path, flag: str) -> dict[str, Any]:
-    from llm_validation.rundir import read_json
+    from llm_validation.records.atomic_io import read_json
     if not path.is_file():
         raise FileNotFoundError(f"{flag}: no such file {path}")
     d = read_json(path)
@@ -290,7 +290,7 @@ def _interrupted(exc: KeyboardInterrupt, out_dir: str) -> int:
     import signal
 
     from llm_validation.rundir import RunPaths
-    from llm_validation.run_folder import continue_command, newest_checkpoint
+    from llm_validation.records.run_folder import continue_command, newest_checkpoint
     from llm_validation.sweep.interrupt import Interrupted, exit_code
     signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
     where = exc.detail if isinstance(exc, Interrupted) else ""
@@ -306,13 +306,13 @@ def _interrupted(exc: KeyboardInterrupt, out_dir: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from llm_validation.pipeline.faults import PipelineFailure
     from llm_validation.run import run as run_training
-    from llm_validation.run_folder import continuation
+    from llm_validation.records.run_folder import continuation
 
     check_out_dir("--out", args.out)
     cfg, line = continuation(config_from_args(args))
     tb = None
     if args.tensorboard is not None:
-        from llm_validation.tensorboard_log import TensorboardLog
+        from llm_validation.records.tensorboard_log import TensorboardLog
         check_out_dir("--tensorboard", args.tensorboard)
         tb = TensorboardLog(args.tensorboard)
     def announce() -> None:     # once the folder is ours: an error stays one line

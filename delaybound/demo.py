@@ -121,15 +121,15 @@ def demo_points(settings: DemoSettings):
 def run_demo(out: str | Path, settings: DemoSettings = FULL, *, jobs: int = 2,
              json_stream: Any = None) -> tuple[int, Any]:
     """Run the five stages into ``out``; returns (exit code, ValidationReport or None). Holds
-    ``out``'s lock throughout (:mod:`llm_validation.folder_lock`: one demo per folder)."""
-    from llm_validation.folder_lock import folder_lock
+    ``out``'s lock throughout (:mod:`llm_validation.records.folder_lock`: one demo per folder)."""
+    from llm_validation.records.folder_lock import folder_lock
     with folder_lock(out, "demo"):
         return _run_demo(Path(out), settings, jobs, json_stream)
 
 
 def _run_demo(out: Path, settings: DemoSettings, jobs: int,
               json_stream: Any) -> tuple[int, Any]:
-    from llm_validation.rundir import write_json
+    from llm_validation.records.atomic_io import write_json
     from llm_validation.validation.report import write_report
 
     table_stream = sys.stderr if json_stream is not None else sys.stdout

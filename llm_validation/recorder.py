@@ -29,7 +29,7 @@ is in ``p.grad`` (taken at the read point); on every ``stats_interval``-th step 
 calls ``closure`` once more at the other point of the pair (tau > 0: W(t), the fresh gradient;
 tau = 0: W(t-1)), ``large_closure`` at W(t) when the momentum error is due, dry-runs the base
 optimizer on the fresh gradient (restored exactly), then steps; the row holds every key of
-:data:`llm_validation.metrics_rows.TRAIN_KEYS`. Recording never changes the trajectory.
+:data:`llm_validation.records.metrics_rows.TRAIN_KEYS`. Recording never changes the trajectory.
 
 Geometry (the norm of each parameter, whose dual measures its gradient): given by
 ``geometry`` (one name for all, a mapping parameter name -> name, or a callable ``(name,
@@ -58,11 +58,12 @@ from typing import Any, Callable, Mapping
 import torch
 from torch import Tensor, nn
 
-from llm_validation.metrics_rows import TRAIN_KEYS
-from llm_validation.provenance import environment
+from llm_validation.records.metrics_rows import TRAIN_KEYS
+from llm_validation.records.provenance import environment
 from llm_validation.rundir import (MetricsWriter, RunPaths, RunResult, diverged_message,
-                                   diverged_row, eval_row, read_metrics, write_json)
-from llm_validation.tensorboard_log import TensorboardLog
+                                   diverged_row, eval_row, read_metrics)
+from llm_validation.records.atomic_io import write_json
+from llm_validation.records.tensorboard_log import TensorboardLog
 from llm_validation.training import stats
 from llm_validation.training.delay import DelayedOptimizer
 from llm_validation.training.flush import RowBuffer
@@ -180,7 +181,7 @@ class StatsRecorder:
     statistic needs M >= 2 and :meth:`observe_microbatch`); ``momentum_error_interval`` > 0
     needs ``large_closure`` in :meth:`step`. A directory that already holds a run is refused.
     ``tensorboard``: a folder where every row is also written as TensorBoard scalars
-    (:class:`~llm_validation.tensorboard_log.TensorboardLog`; the optional extra
+    (:class:`~llm_validation.records.tensorboard_log.TensorboardLog`; the optional extra
     ``delaybound[tensorboard]``).
     """
 

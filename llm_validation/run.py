@@ -8,7 +8,7 @@
 - ``"none"`` with ``cfg.run.data_parallel > 1``: the emulated delay and EF on D data-parallel
   processes (:mod:`llm_validation.pipeline.data_parallel`, same launcher).
 
-Before anything is written, the run folder's lock is taken (:mod:`llm_validation.folder_lock`:
+Before anything is written, the run folder's lock is taken (:mod:`llm_validation.records.folder_lock`:
 one writer per run folder; a second ``run`` on the same ``out_dir`` is refused with the holder's
 PID; under ``torchrun`` rank 0 holds it for the job). Both write the same run directory
 (:mod:`llm_validation.rundir`) and return the same
@@ -22,7 +22,7 @@ import contextlib
 from typing import Any, Callable
 
 from llm_validation.config import PIPELINE_KINDS, TrainConfig
-from llm_validation.folder_lock import folder_lock
+from llm_validation.records.folder_lock import folder_lock
 from llm_validation.pipeline.emulator_resume import emulator_checkpoint
 from llm_validation.pipeline.launch import launch_pipeline
 from llm_validation.pipeline.processes import torchrun_env

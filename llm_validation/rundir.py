@@ -8,7 +8,7 @@ Layout (docs/architecture.md, "One run directory")::
     <out_dir>/summary.json        RunResult of the last (possibly resumed) invocation
 
 metrics.jsonl: rows of two shapes, every key present, NaN/inf written as the strings "NaN",
-"Infinity", "-Infinity" and read back as floats (:mod:`llm_validation.metrics_rows`; other JSON
+"Infinity", "-Infinity" and read back as floats (:mod:`llm_validation.records.metrics_rows`; other JSON
 files: NaN/inf become ``null``). :func:`read_metrics` skips a truncated last line (a run killed
 mid-write) with a warning; a malformed line elsewhere is an error naming the file and line.
 Checkpoints are written to a temporary file and renamed (atomic); the newest
@@ -30,9 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from llm_validation.atomic_io import disk_error, read_json, torch_save, write_json, write_text
+from llm_validation.records.atomic_io import (disk_error, read_json, torch_save, write_json,
+                                              write_text)
 from llm_validation.config import TrainConfig
-from llm_validation.metrics_rows import decode_row, encode_row
+from llm_validation.records.metrics_rows import decode_row, encode_row
 
 __all__ = [
     "RunResult",
@@ -58,8 +59,6 @@ __all__ = [
     "newest_intact_checkpoint",
     "rng_state",
     "set_rng_state",
-    "write_json",
-    "read_json",
 ]
 
 #: Number of checkpoints kept in checkpoints/ (older ones are deleted).

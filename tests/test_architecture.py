@@ -403,6 +403,17 @@ def test_every_claims_module_is_named_in_its_map():
     assert not missing, "modules missing from the maps:\n" + "\n".join(missing)
 
 
+#: Files at ``llm_validation/``'s top level, at most: the package's map, the configuration, the
+#: dispatcher, the run directory, the recorder and the machine; everything else lives in a room.
+MAX_TOP_LEVEL_FILES = 8
+
+
+def test_llm_validation_top_level_is_a_front_hall():
+    """``llm_validation/`` keeps at most :data:`MAX_TOP_LEVEL_FILES` modules outside its rooms."""
+    top = sorted(p.name for p in (ROOT / "llm_validation").glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_FILES, f"llm_validation/ top level holds {len(top)}: {top}"
+
+
 def test_code_lines_leave_out_docstrings_comments_and_blanks():
     src = ('"""Module doc\n\nmore."""\n\n# a comment\nX = 1\n"""X\'s doc."""\n\n'
            'def f():\n    """f\'s doc."""\n    return X  # trailing\n')

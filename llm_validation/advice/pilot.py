@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from llm_validation.rundir import read_json
+from llm_validation.records.atomic_io import read_json
 from llm_validation.validation.lag import Lag, lag
 from llm_validation.validation.runs import STATS_FROM_FRACTION, stat_means
 

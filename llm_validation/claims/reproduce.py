@@ -42,7 +42,7 @@ from llm_validation.claims.plan.scales import Scale, get_scale
 from llm_validation.claims.report.ledger import RUNS_DIR, analyse_ledger, assemble, write_ledger
 from llm_validation.claims.report.markdown import FIGURES_DIR
 from llm_validation.claims.report.protocol import check_protocol, protocol
-from llm_validation.rundir import read_json
+from llm_validation.records.atomic_io import read_json
 
 __all__ = ["Options", "Outcome", "policy_of", "plan_for", "protocol_doc", "reproduce"]
 

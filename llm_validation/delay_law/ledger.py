@@ -35,7 +35,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from llm_validation.atomic_io import write_json
+from llm_validation.records.atomic_io import write_json
 from llm_validation.claims.plan.plan import run_name
 from llm_validation.delay_law import design
 from llm_validation.delay_law.laws import (Law, Observed, candidate_laws, choose, fit_law,
@@ -46,7 +46,7 @@ from llm_validation.delay_law.report import (exponent_at_fixed_steps, plot_lag_v
                                              plot_lag_vs_steps, render)
 from llm_validation.delay_law.runs import LR_CENTRES, PHASES, choose_lr, lr_runs, phase_runs
 from llm_validation.delay_law.verdicts import decide, statement_values, statements
-from llm_validation.rundir import read_json
+from llm_validation.records.atomic_io import read_json
 from llm_validation.sweep.grid import SweepPoint
 from llm_validation.sweep.runner import run_sweep
 

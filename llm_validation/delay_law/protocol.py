@@ -18,14 +18,14 @@ import hashlib
 from pathlib import Path
 from typing import Any, Mapping
 
-from llm_validation.atomic_io import write_json
+from llm_validation.records.atomic_io import write_json
 from llm_validation.claims.report.protocol import ProtocolMismatch, digest
 from llm_validation.claims.decide.regime import PAPER_MODELS, PAPER_NATS, compute_lag_fraction
 from llm_validation.delay_law import design, laws, runs
 from llm_validation.delay_law.batch_laws import BATCH_LAWS
 from llm_validation.delay_law.verdicts import ALPHA, PAPER_LAG, PRIMARY, statements
-from llm_validation.provenance import git_commit
-from llm_validation.rundir import read_json
+from llm_validation.records.provenance import git_commit
+from llm_validation.records.atomic_io import read_json
 
 __all__ = ["PROTOCOL_FILE", "DECISION_CODE", "protocol_doc", "code_digest", "write",
            "markdown", "check"]

@@ -15,7 +15,9 @@ only what is missing, resuming unfinished runs from their checkpoints):
 Every run is the ladder's 20:1 recipe at its cell's batch and step count: cosine schedule with a
 2% linear warmup, weight decay 0.1, Muon's AdamW part (embeddings, head, norms) at the size's
 AdamW lr, Newton-Schulz in float32, statistics every :data:`STATS_EVALS`-th of the run, the
-closing loss on the fixed 1M-token set (``run.final_eval_tokens``).
+closing loss on the fixed 1M-token set (``run.final_eval_tokens``), the step compiled
+(``run.compile``: 1.4-1.5x the eager rate per core at n46k-n267k, ``docs/performance.md``; a
+compiled run repeats bitwise on one thread, as every job of the ledger runs).
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def run_config(size: str, optimizer: str, mode: str, *, steps: int, batch: int, 
                     eval_interval=max(1, steps // CURVE_EVALS), eval_batches=8,
                     stats_interval=max(1, steps // STATS_EVALS), momentum_error_interval=0,
                     final_eval_tokens=design.FINAL_EVAL_TOKENS,
-                    checkpoint_interval=CHECKPOINT_INTERVAL, device="cpu",
+                    checkpoint_interval=CHECKPOINT_INTERVAL, device="cpu", compile=True,
                     out_dir="runs/delay_law")
     return TrainConfig.from_dict(d)
 

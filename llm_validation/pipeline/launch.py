@@ -59,8 +59,9 @@ from llm_validation.pipeline.replicas import dp_reduction
 from llm_validation.pipeline.schedule import validate_pipeline_shape
 from llm_validation.pipeline.sync import run_sync_stage
 from llm_validation.pipeline.twobw import run_2bw_stage
-from llm_validation.rundir import (RunPaths, RunResult, compose_result, read_json,
-                                   rewrite_metrics_before, start_step)
+from llm_validation.rundir import (RunPaths, RunResult, compose_result, rewrite_metrics_before,
+                                   start_step)
+from llm_validation.records.atomic_io import read_json
 from llm_validation.training.loop import resolve_device
 
 __all__ = ["launch_pipeline", "stage_body", "threads_per_stage", "agree_start", "settle_start"]

@@ -25,7 +25,7 @@ from typing import Any
 
 from llm_validation.pipeline.comm import StageLink
 from llm_validation.pipeline.stage import StageSetup
-from llm_validation.progress import eta_suffix
+from llm_validation.records.progress import eta_suffix
 from llm_validation.rundir import MetricsWriter, diverged_row, eval_row
 from llm_validation.training import stats
 from llm_validation.training.flush import SCALARS

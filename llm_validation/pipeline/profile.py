@@ -54,7 +54,7 @@ from typing import Any, Sequence
 
 import torch
 
-from llm_validation.rundir import read_json, write_json
+from llm_validation.records.atomic_io import read_json, write_json
 from llm_validation.training.model import stage_activation_dtype
 from llm_validation.simulation.profile import PROFILE_FILE, PROFILE_SCHEMA, PROFILE_VERSION
 

@@ -51,8 +51,9 @@ from llm_validation.pipeline.reshard import globalize, localize
 from llm_validation.pipeline.schedule import STEP, schedule_2bw
 from llm_validation.pipeline.stage import StageSetup, stage_param_names
 from llm_validation.pipeline.stage_flush import FLUSH_KEY, StageFlush
-from llm_validation.rundir import MetricsWriter, RunPaths, rng_state, set_rng_state, write_json
-from llm_validation.provenance import environment
+from llm_validation.rundir import MetricsWriter, RunPaths, rng_state, set_rng_state
+from llm_validation.records.atomic_io import write_json
+from llm_validation.records.provenance import environment
 from llm_validation.training.loop import resolve_device
 from llm_validation.training import stats
 from llm_validation.training.determinism import configure_numerics

@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from llm_validation.atomic_io import read_json, write_json
+from llm_validation.records.atomic_io import read_json, write_json
 
 __all__ = ["PROFILE_FILE", "PROFILE_SCHEMA", "PROFILE_VERSION", "SCHEMA", "VERSION", "StageProfile", "Profile", "read_profile",
            "write_profile"]

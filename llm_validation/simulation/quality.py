@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from llm_validation.config import OPTIMIZER_LABELS, optimizer_label
-from llm_validation.rundir import read_json
+from llm_validation.records.atomic_io import read_json
 
 __all__ = ["read_gaps", "format_gap"]
 

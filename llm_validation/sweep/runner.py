@@ -10,7 +10,7 @@ directory is not finished yet:
 - started without a checkpoint: its files are removed and the run starts over;
 - absent: started.
 
-One writer per folder (:mod:`llm_validation.folder_lock`): the sweep holds ``out``'s lock for its
+One writer per folder (:mod:`llm_validation.records.folder_lock`): the sweep holds ``out``'s lock for its
 whole duration (a second sweep on the same ``out`` is refused with the holder's PID, exit 2 from
 the CLI), and each run holds its own folder's lock while it trains. A run folder whose lock is
 held by a live process (a worker of a sweep killed with ``kill -9`` that has not died yet) is
@@ -45,11 +45,11 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from llm_validation.atomic_io import DISK_ERRNOS, describe
+from llm_validation.records.atomic_io import DISK_ERRNOS, describe
 from llm_validation.config import TrainConfig, neutral_dict
-from llm_validation.folder_lock import LOCK_FILE, FolderBusy, folder_lock, lock_holder
-from llm_validation.rundir import (RunPaths, latest_checkpoint, read_json, read_metrics,
-                                   write_json)
+from llm_validation.records.folder_lock import LOCK_FILE, FolderBusy, folder_lock, lock_holder
+from llm_validation.rundir import RunPaths, latest_checkpoint, read_metrics
+from llm_validation.records.atomic_io import read_json, write_json
 from llm_validation.run import run
 from llm_validation.sweep.grid import SweepPoint
 from llm_validation.sweep.interrupt import (Interrupted, die_with_parent, ignore_sigint,

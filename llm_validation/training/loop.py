@@ -45,13 +45,13 @@ import torch
 from torch import Tensor
 
 from llm_validation.config import TrainConfig
-from llm_validation.progress import eta_suffix
+from llm_validation.records.progress import eta_suffix
 from llm_validation.rundir import (MetricsWriter, RunPaths, RunResult, checkpoint_step,
                                    compose_result, diverged_message, diverged_row, eval_row,
-                                   newest_intact_checkpoint,
-                                   rewrite_metrics_before, rng_state, save_checkpoint,
-                                   set_rng_state, start_step, write_json)
-from llm_validation.provenance import environment
+                                   newest_intact_checkpoint, rewrite_metrics_before, rng_state,
+                                   save_checkpoint, set_rng_state, start_step)
+from llm_validation.records.atomic_io import write_json
+from llm_validation.records.provenance import environment
 from llm_validation.sweep.interrupt import Interrupted, deferred_signals
 from llm_validation.training import host_syncs, stats
 from llm_validation.training.determinism import configure_numerics

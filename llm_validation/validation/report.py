@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from llm_validation.atomic_io import write_text
+from llm_validation.records.atomic_io import write_text
 from llm_validation.validation.verdict import ValidationReport, Verdict
 
 __all__ = ["write_report", "HEADLINE_IDS", "PLOT_CAPTIONS"]

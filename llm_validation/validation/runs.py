@@ -28,7 +28,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from llm_validation.config import TrainConfig
-from llm_validation.rundir import RunPaths, TruncatedMetricsWarning, read_json, read_metrics
+from llm_validation.rundir import RunPaths, TruncatedMetricsWarning, read_metrics
+from llm_validation.records.atomic_io import read_json
 
 __all__ = [
     "NON_CONDITION_RUN_FIELDS",

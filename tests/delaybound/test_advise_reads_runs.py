@@ -8,7 +8,7 @@ import json
 
 from delaybound.cli import main
 from llm_validation.advice.pilot import model_params, runs_from_dirs
-from llm_validation.rundir import read_json, write_json
+from llm_validation.records.atomic_io import read_json, write_json
 from tests.llm_validation.advice.synthetic_ledger import pair_records, write_ledger
 from tests.llm_validation.validation.synthetic_runs import headline
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from llm_validation.config import DataConfig, DelayConfig, OptimConfig, RunConfig, TrainConfig
-from llm_validation.metrics_rows import TRAIN_KEYS
+from llm_validation.records.metrics_rows import TRAIN_KEYS
 from llm_validation.recorder import DEFAULT_GEOMETRY, StatsRecorder, infer_geometries
 from llm_validation.rundir import read_metrics
 from llm_validation.training.data import STREAM_LARGE, STREAM_VAL, WindowSampler, load_corpus

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 
 from llm_validation.claims.plan.scales import OPT_COST, Scale, base_config
 from llm_validation.config import TrainConfig
-from llm_validation.rundir import read_json, write_json
+from llm_validation.records.atomic_io import read_json, write_json
 
 __all__ = ["CostModel", "calibrate", "constant_model", "load_or_calibrate", "CAL_STEPS",
            "CAL_STATS_INTERVAL", "CALIBRATION_FILE"]

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from llm_validation.claims.plan.scales import Scale, base_config
-from llm_validation.rundir import read_json, write_json
+from llm_validation.records.atomic_io import read_json, write_json
 from llm_validation.sweep.grid import parse_override
 from llm_validation.validation.runs import RunRecord, is_complete
 

@@ -12,7 +12,7 @@ draws its figure into ``<out>/figures``; :func:`write_ledger` writes
   the per-run table ``runs`` (:mod:`llm_validation.claims.report.runtable`);
 - ``claims.md``: :mod:`llm_validation.claims.report.markdown`.
 
-Both are rewritten whole on every invocation (atomic JSON via ``rundir.write_json``).
+Both are rewritten whole on every invocation (atomic JSON via ``records.atomic_io.write_json``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from llm_validation.claims.plan.scales import LR_REASON
 from llm_validation.claims.report.runtable import run_table
 from llm_validation.claims.decide.decisions import CLAIM_RULE
 from llm_validation.claims.record.claim import PAPER, THEORY
-from llm_validation.rundir import RunPaths, read_json, write_json
+from llm_validation.rundir import RunPaths
+from llm_validation.records.atomic_io import read_json, write_json
 from llm_validation.validation.runs import is_complete
 
 __all__ = ["RUNS_DIR", "analyse_ledger", "assemble", "write_ledger",

@@ -48,8 +48,8 @@ from llm_validation.claims.decide.sequential import SeedPolicy
 from llm_validation.claims.sizes.fit import rules_text
 from llm_validation.claims.decide.decisions import CLAIM_RULE
 from llm_validation.claims.decide.regime import MARGIN_RULE
-from llm_validation.provenance import git_commit
-from llm_validation.rundir import read_json, write_json
+from llm_validation.records.provenance import git_commit
+from llm_validation.records.atomic_io import read_json, write_json
 from llm_validation.validation.verdict import MIN_SEEDS
 
 __all__ = ["FAMILY_ALPHA", "FDR_Q", "PROTOCOL_FILE", "PROTOCOL_MD", "ProtocolMismatch",

@@ -42,7 +42,7 @@ from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, ARMS, SizeFit, Siz
                                                agreement_checks, size_fits)
 from llm_validation.claims.sizes.markdown import draw_size_ladder, size_ladder_markdown
 from llm_validation.config import preset
-from llm_validation.rundir import write_json
+from llm_validation.records.atomic_io import write_json
 
 __all__ = ["read_size_ladder", "assemble_size_ladder", "agreement_verdicts",
            "write_regime_table", "AGREEMENT_LEVEL"]

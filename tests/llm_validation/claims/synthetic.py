@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 from llm_validation.claims.record.claim import Claim
 from llm_validation.claims.plan.plan import Plan, build_plan
 from llm_validation.claims.plan.scales import get_scale
-from llm_validation.rundir import write_json
+from llm_validation.records.atomic_io import write_json
 
 __all__ = ["DIVERGED", "NOISE", "plan_for", "write_runs", "transient"]
 

@@ -15,7 +15,7 @@ from llm_validation.claims.plan.calibration import (
 from llm_validation.claims.plan.plan import build_plan
 from llm_validation.claims.catalogue.registry import get_claims
 from llm_validation.claims.plan.scales import OPT_COST, base_config, get_scale
-from llm_validation.rundir import read_json
+from llm_validation.records.atomic_io import read_json
 
 #: Shrunk base runs: the calibration's real timed runs take well under a second each.
 SMALL = ("run.batch_size=2", "run.microbatches=1", "data.seq_len=16", "run.eval_batches=1")

@@ -7,7 +7,7 @@ import pytest
 from delaybound.cli import main
 from llm_validation.claims.report.regime_table import (RegimeRow, claim_statuses, read_ledger,
                                                 regime_markdown, regime_rows)
-from llm_validation.rundir import write_json
+from llm_validation.records.atomic_io import write_json
 
 
 def _claim(number, cid, status, statements=()):

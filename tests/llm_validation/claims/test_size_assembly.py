@@ -11,7 +11,7 @@ from llm_validation.claims.catalogue.size import SIZE_LADDER_SEEDS
 from llm_validation.claims.plan.scales import SIZE_LADDER
 from llm_validation.claims.report.size_ladder import assemble_size_ladder, read_size_ladder
 from llm_validation.config import preset
-from llm_validation.rundir import write_json
+from llm_validation.records.atomic_io import write_json
 from tests.llm_validation.claims.synthetic import write_runs
 
 #: Muon's synthetic gap at the smallest size, and the exponent it shrinks with in N.

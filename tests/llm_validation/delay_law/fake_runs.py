@@ -8,7 +8,7 @@ from pathlib import Path
 
 from llm_validation.claims.plan.plan import run_name
 from llm_validation.delay_law.runs import DesignRun
-from llm_validation.rundir import write_json
+from llm_validation.records.atomic_io import write_json
 
 __all__ = ["V0", "frontier_loss", "write_run"]
 

@@ -46,7 +46,7 @@ def test_a_damaged_run_drops_its_seed_and_says_so(tmp_path):
     _write_cell(tmp_path, SHARED[0], truncate_seed=2)
     costs = cell_costs(SHARED[0], tmp_path, LR_CENTRES)
     assert 2 not in costs.lag_fraction("adamw/2bw")
-    assert any("stops at step" in m for m in costs.missing)
+    assert any("rows stop at step" in m for m in costs.missing)
 
 
 def test_verdicts_on_known_lags(tmp_path):

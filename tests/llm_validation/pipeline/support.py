@@ -18,12 +18,7 @@ from llm_validation.config import (
 )
 from llm_validation.pipeline.checkpoint import latest_complete, load_global
 from llm_validation.run import run as run_launch
-from llm_validation.rundir import (
-    RunPaths,
-    latest_checkpoint,
-    load_checkpoint,
-    read_metrics,
-)
+from llm_validation.rundir import (RunPaths, latest_checkpoint, load_checkpoint, read_metrics)
 from llm_validation.training.loop import train
 from tests.llm_validation.helpers import MICRO
 
@@ -146,7 +141,7 @@ def assert_same_run(pipe_dir: str, ref_dir: str, cfg: TrainConfig,
 def assert_staged_bytes(run_dir: str, cfg: TrainConfig, bytes_per_value: int) -> None:
     """Every stage of a host-staged run staged tensors, each one activation (or its gradient)
     of ``bytes_per_value`` bytes per value (``logs/result.json``'s ``stage_memory[].staged``)."""
-    from llm_validation.rundir import read_json
+    from llm_validation.records.atomic_io import read_json
 
     values = cfg.run.batch_size // cfg.run.microbatches * cfg.data.seq_len * cfg.model.d_model
     staged = [m["staged"] for m in read_json(f"{run_dir}/logs/result.json")["stage_memory"]]

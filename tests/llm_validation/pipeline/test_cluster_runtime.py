@@ -7,7 +7,7 @@ import pytest
 
 from llm_validation.pipeline.comm import MESSAGE_BYTES, REAP_LAG_FLUSHES
 from llm_validation.pipeline.faults import SLOW_SAVE_ENV
-from llm_validation.rundir import read_json
+from llm_validation.records.atomic_io import read_json
 from llm_validation.run import run as launch
 from tests.llm_validation.pipeline.support import assert_same_run, emulate, pipe_cfg, small_corpus
 

@@ -17,7 +17,7 @@ import pytest
 
 from llm_validation.config import OptimConfig
 from llm_validation.run import run as launch
-from llm_validation.rundir import read_json
+from llm_validation.records.atomic_io import read_json
 from tests.llm_validation.pipeline.support import (
     assert_same_run,
     dp_cfgs,

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 from delaybound.cli import main
-from llm_validation.rundir import read_json, read_metrics
+from llm_validation.rundir import read_metrics
+from llm_validation.records.atomic_io import read_json
 from tests.llm_validation.pipeline.support import small_corpus
 
 #: Wall-clock limit of the two torchrun invocations (4 ranks + 2 agents on 2 cores: ~15 s).

@@ -9,7 +9,8 @@ import pytest
 
 from llm_validation.config import OptimConfig
 from llm_validation.pipeline.checkpoint import grid_of, latest_complete
-from llm_validation.rundir import RunPaths, load_config, read_json
+from llm_validation.rundir import RunPaths, load_config
+from llm_validation.records.atomic_io import read_json
 from llm_validation.run import run as launch
 from tests.llm_validation.pipeline.support import (assert_same_run, dp_cfgs, emulate, pipe_cfg,
                                                    small_corpus)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from delaybound.cli import main
 from llm_validation.pipeline.checkpoint import latest_complete
-from llm_validation.rundir import RunPaths, read_json, read_metrics
+from llm_validation.rundir import RunPaths, read_metrics
+from llm_validation.records.atomic_io import read_json
 from tests.llm_validation.pipeline.support import small_corpus
 
 #: Wall-clock limit of the torchrun invocation (2 ranks started twice + the agent on 2 shared

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from llm_validation.config import DelayConfig
-from llm_validation.rundir import write_json
+from llm_validation.records.atomic_io import write_json
 from llm_validation.sweep.grid import default_base, point_name
 
 __all__ = ["STEPS", "STATS_EVERY", "fake_run", "headline"]

@@ -32,8 +32,9 @@ from pathlib import Path
 
 from llm_validation.config import TrainConfig
 from llm_validation.pipeline.checkpoint import newest_intact
-from llm_validation.rundir import (RunPaths, check_resumable, checkpoint_step,
-                                   latest_checkpoint, load_config, read_json)
+from llm_validation.rundir import (RunPaths, check_resumable, checkpoint_step, latest_checkpoint,
+                                   load_config)
+from llm_validation.records.atomic_io import read_json
 from llm_validation.validation.runs import is_complete
 
 __all__ = ["STATES", "folder_state", "newest_checkpoint", "continuation", "continue_command"]

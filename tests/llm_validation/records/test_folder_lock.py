@@ -1,4 +1,4 @@
-"""One writer per folder (llm_validation.folder_lock): a live holder is named and refused, a
+"""One writer per folder (llm_validation.records.folder_lock): a live holder is named and refused, a
 dead holder's lock is taken over, the lock is re-entrant within a process, and a folder the
 lock alone created is removed again."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from llm_validation.folder_lock import LOCK_FILE, FolderBusy, folder_lock, lock_holder
+from llm_validation.records.folder_lock import LOCK_FILE, FolderBusy, folder_lock, lock_holder
 
-_HOLD = ("import sys, time; from llm_validation.folder_lock import folder_lock\n"
+_HOLD = ("import sys, time; from llm_validation.records.folder_lock import folder_lock\n"
          "with folder_lock(sys.argv[1], 'run'):\n"
          "    print('held', flush=True); time.sleep(600)\n")
 
@@ -49,7 +49,7 @@ def test_reentrant_within_a_process_and_released_after(tmp_path):
         with folder_lock(tmp_path / "a", "sweep"):     # nested take: counted, not refused
             (tmp_path / "a" / "x").write_text("1")
         proc_check = subprocess.run(
-            [sys.executable, "-c", "import sys; from llm_validation.folder_lock import "
+            [sys.executable, "-c", "import sys; from llm_validation.records.folder_lock import "
              "folder_lock\ntry:\n    with folder_lock(sys.argv[1]): pass\nexcept ValueError "
              "as e:\n    print(e)", str(tmp_path / "a")],
             capture_output=True, text=True,

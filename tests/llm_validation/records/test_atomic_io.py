@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from llm_validation.atomic_io import describe, torch_save, write_json
+from llm_validation.records.atomic_io import describe, torch_save, write_json
 from llm_validation.rundir import MetricsWriter, TruncatedMetricsWarning, read_metrics
 from tests.llm_validation.disk_helpers import tmpfs
 

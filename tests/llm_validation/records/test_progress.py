@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llm_validation.progress import duration, eta_suffix
+from llm_validation.records.progress import duration, eta_suffix
 
 
 def test_duration_formats():

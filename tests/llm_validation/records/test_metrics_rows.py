@@ -10,7 +10,7 @@ import math
 import pytest
 
 from llm_validation.config import DataConfig, RunConfig, TrainConfig
-from llm_validation.metrics_rows import (EVAL_KEYS, NONFINITE_STRINGS, TRAIN_KEYS, complete_row,
+from llm_validation.records.metrics_rows import (EVAL_KEYS, NONFINITE_STRINGS, TRAIN_KEYS, complete_row,
                                          decode_row, encode_row)
 from llm_validation.rundir import MetricsWriter, diverged_row, eval_row, read_metrics
 from llm_validation.run import run
