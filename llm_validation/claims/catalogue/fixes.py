@@ -178,7 +178,7 @@ GRAD_LEVEL_EF = Claim(
                  "ladder's 4H horizon with a constant lr, the paired loss difference (gradient- "
                  "minus update-level) shown beside it",
                  "was 200 steps with the lr decaying to 0.1x, which cannot show a late divergence; "
-                 "no divergence in short runs was a fail until issue 26"),),
+                 "no divergence in short runs was a fail before the pre-registered protocol"),),
     wording="Gradient-level EF diverges where update-level EF works.",
     arms=tuple(a for o in ("adamw", "muon") for a in (
         ef_arm(o, cond=_LONG_CONST, long=True),

@@ -117,7 +117,7 @@ ADAMW_VS_MUON = Claim(
                    f"compute-equivalent lag); {PAIRED}",
                    "was the loss at the tuned lr alone, in nats, then 0.13% of the synchronous loss "
                    "decrease (a guessed 7.8-nat decrease of the paper's runs); now the paper's 0.01 "
-                   "nats as a compute-equivalent lag, fixed before the 20:1 runs (issue 26)"),
+                   "nats as a compute-equivalent lag, fixed before the 20:1 runs"),
         prediction("T1", "gap(AdamW) - gap(Muon) > 0 (statement 1a's first check)")),
     wording="AdamW degrades substantially under one-step delay, even with a synchronous "
             "start; Muon's final gap is much smaller. At the tuned lr, Muon's best async "
@@ -266,7 +266,7 @@ ALIGNMENT = Claim(
                  "small for the robust optimizers ...", "Figs. 17-18",
                  f"for Muon, NorMuon, SOAP: mean cos(delayed, fresh) > 0.9 and mean relative error "
                  f"< 0.5 (t interval over seeds of the per-run means)",
-                 "the plainest reading (the first ledger's absolute thresholds, restored by issue 26: "
+                 "the plainest reading (the first ledger's absolute thresholds, restored with the pre-registered protocol: "
                  "the comparison with AdamW is not in the paper's captions, it is the project's "
                  "reading 15c)"),
         statement("15b", "... with a transient when the delay switches on.", "Figs. 17-18",
@@ -279,7 +279,7 @@ ALIGNMENT = Claim(
                    "small for the robust optimizers ...", "Figs. 17-18",
                    f"for Muon, NorMuon, SOAP against AdamW on the same seeds: mean cos(delayed, fresh) "
                    f"- AdamW's > 0 and AdamW's mean relative error - theirs > 0, {PAIRED}",
-                   "the project's comparative reading (was 15a from issue 16 to issue 26)",
+                   "the project's comparative reading (15a in the second tiny ledger)",
                    reading="project")),
     wording="Delayed and fresh updates stay aligned (cosine) and their relative error is "
             "small for the robust optimizers, with a transient when the delay switches on.",

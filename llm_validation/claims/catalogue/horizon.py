@@ -237,7 +237,7 @@ HORIZON_LADDER = Claim(
                  "log horizon over H, 2H, 4H, 8H (each horizon with its own lr schedule) < "
                  "log2(1.25) (less than 25% growth per doubling, claim 4's threshold), t interval over "
                  "seeds (one slope per seed: the horizons of a seed are not independent)",
-                 "new (issue 16): four horizons instead of claim 4's two"),
+                 "new in the second tiny ledger: four horizons instead of claim 4's two"),
         prediction("T18", "the PL floor is a limsup: the gap tends to a constant, so the 2BW gap's "
                    "log-log slope lies inside +-log2(1.25) (floor-like) for AdamW and Muon; a slope "
                    "below the band is lag-like (lost early progress), reported per optimizer")),

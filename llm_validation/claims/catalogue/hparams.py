@@ -125,7 +125,7 @@ LEARNING_RATE = Claim(
                  f"Muon gap(0.5x lr) - gap(tuned lr) < 0, {PAIRED}"),
         statement("6b", "Large lr badly hurts delayed AdamW.", "Fig. 7",
                    f"AdamW gap(4x lr) - gap(swept lr) > 0, {PAIRED} (2x and 8x shown beside it)",
-                   "was 2x, too small to show the paper's 'large lr' (issue 16); the grid now runs "
+                   "was 2x, too small to show the paper's 'large lr' in the first tiny ledger; the grid now runs "
                    "to 8x"),
         prediction("T6", "the gap grows with the lr (gap ~ eta^2): 6a's and 6b's directions")),
     wording="Lower peak lr mildly reduces the gap for robust optimizers; large lr badly "
@@ -137,7 +137,7 @@ LEARNING_RATE = Claim(
     grid="Muon lr {0.5x, 1x}, AdamW lr {1x, 2x, 4x, 8x} of the swept lr; sync and 2bw",
     reason="One step down from the swept lr for Muon (the robust optimizers' half; Muon "
            "alone: the budget); AdamW up to 8x, the paper's 'large lr' (2x was too small "
-           "to show it: issue 16), decided at 4x, chosen before the runs as the largest lr "
+           "to show it in the first tiny ledger), decided at 4x, chosen before the runs as the largest lr "
            "expected to keep the synchronous runs training at tiny (8x is shown beside it: "
            "the ledger's 8x synchronous runs did train).",
     theory="PL gap law: gap ~ eta^2 (d gap / d eta > 0): half the lr, a quarter of the gap; "

@@ -57,7 +57,7 @@ WARMUP = Claim(
         central("8a", "Longer lr warmup mildly reduces the gap ...", "Fig. 9",
                  f"gap(5% warmup) - gap(the base run's warmup: none at tiny, 2% at the 20:1 "
                  f"scales) < 0 for AdamW and Muon, {PAIRED}",
-                 "was a 20% warmup, far longer than the paper's few percent (issue 16)"),
+                 "was a 20% warmup, far longer than the paper's few percent"),
         statement("8b", "... most for AdamW.", "Fig. 9",
                    f"AdamW's change - Muon's change < 0, {PAIRED}", "was Welch; the runs pair"),
         prediction("T8", "the final gap does not change (delay leaves early training alone): each "

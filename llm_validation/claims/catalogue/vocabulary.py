@@ -77,7 +77,7 @@ def rung(o: str, mode: str, factor: int) -> Arm:
 PAIRED = "paired by seed (per-seed contrast, t interval over seeds)"
 #: How an equivalence margin changed from the first ledger (the statements' ``change``).
 MARGIN_CHANGE = ("was max(floor, 25% of the measured reference gap): a margin estimated from "
-                 "the runs it judged (issue 26)")
+                 "the runs it judged")
 
 
 def statement(id: str, quote: str, source: str, decision: str, change: str = "",
