@@ -10,17 +10,18 @@ from delaybound.cmd_train import config_from_args
 from llm_validation.config import TrainConfig, field_value, set_field
 
 #: train's named flags, frozen: a new knob is a config field reached by ``--set``. A flag added
-#: here needs a reason a dotted path cannot serve (a choice list, a file, a mode).
+#: here needs a reason a dotted path cannot serve (a choice list, a file, a mode): --compile and
+#: --checkpoint-minutes are the modes users look for by name, --tensorboard a folder, no field.
 FROZEN_FLAGS = frozenset({
     "--aux-lr", "--batch-size", "--beta1", "--beta2", "--boundary-dtype", "--boundary-stages",
-    "--checkpoint-interval", "--config", "--correction", "--correction-coef", "--data",
+    "--checkpoint-interval", "--checkpoint-minutes", "--compile", "--config", "--correction", "--correction-coef", "--data",
     "--data-format", "--data-parallel", "--delay", "--deterministic", "--device", "--dtype",
     "--ef", "--ef-level", "--eval-batches", "--eval-interval", "--final-eval-batches",
     "--grad-clip", "--help", "--json", "--log-interval", "--lr", "--microbatches",
     "--min-lr-ratio", "--model-config", "--momentum", "--momentum-error-interval",
     "--ns-dtype", "--optimizer", "--out", "--pipedream", "--pipeline", "--preset", "--profile",
     "--quiet", "--resume", "--schedule", "--seed", "--seq-len", "--set", "--stage-taus",
-    "--stages", "--stats-interval", "--steps", "--sync-cooldown", "--sync-start", "--tied",
+    "--stages", "--stats-interval", "--steps", "--sync-cooldown", "--sync-start", "--tensorboard", "--tied",
     "--untied", "--val-data", "--vocab-size", "--warmup", "--weight-decay",
     "--wsd-decay-fraction"})
 
