@@ -45,7 +45,7 @@ def test_config_field_is_validated_and_recorded():
 
 
 def test_compiled_runs_have_their_own_names():
-    from llm_validation.claims.plan import run_name
+    from llm_validation.claims.plan.plan import run_name
 
     eager, comp = (_cfg("x", tau=1, seed=0, compile=c) for c in (False, True))
     assert run_name(eager) != run_name(comp)
