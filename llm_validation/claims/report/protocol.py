@@ -47,7 +47,7 @@ from llm_validation.claims.decide.regime import (CHINCHILLA_FIT, PAPER_LAG_FRACT
                                           PAPER_NATS, compute_lag_fraction)
 from llm_validation.claims.plan.scales import Scale, base_config
 from llm_validation.claims.decide.sequential import SeedPolicy
-from llm_validation.claims.sizes.fit import rules_text
+from llm_validation.claims.sizes.fit import CONFOUND, EXPONENT_NAME
 from llm_validation.claims.decide.decisions import CLAIM_RULE
 from llm_validation.claims.decide.regime import MARGIN_RULE
 from llm_validation.records.provenance import git_commit
@@ -140,11 +140,10 @@ def protocol(claims: Sequence[Claim], scale: Scale, policy: SeedPolicy,
                                    "lag_at": {k: compute_lag_fraction(PAPER_NATS, n)
                                               for k, n in PAPER_MODELS.items()}}},
         "constants": catalogue_thresholds(),
-        "size_ladder": {"agreement": rules_text(),
+        "size_ladder": {"exponents": EXPONENT_NAME, "confound": CONFOUND,
                         "fit": "per seed least squares of log(value) on log(N) over the sizes, "
-                               "t interval over seeds (claims.ladder.fit_slope); extrapolated "
-                               "per seed to SmolLM-135M and -360M at 20:1, t interval of the "
-                               "log values"},
+                               "t interval over seeds (claims.ladder.fit_slope); not "
+                               "extrapolated, no agreement check decided"},
         "seeds_policy": pol,
         "lr_sweep": {"ratio": LR_RATIO, "first_grid": list(FIRST_GRID), "seeds": SWEEP_SEEDS,
                      "seed_numbers": list(sweep_seeds()),
