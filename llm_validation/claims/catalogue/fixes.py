@@ -34,12 +34,16 @@ from llm_validation.config import optimizer_label
 from llm_validation.validation.event_rate import runs_to_refute
 
 __all__ = ["DCASGD", "EF_COEFFICIENT", "GRAD_LEVEL_EF", "SYNC_PHASES", "DCASGD_COEFS",
+           "DIVERGENCE_SEEDS",
            "BEST_LAM_SPLIT"]
 
 #: DC-ASGD coefficients (reason in the claim ``dcasgd``).
 DCASGD_COEFS = (1e3, 1e5)
 #: docs/theory.md result 5: the best lam is about the mean cosine; 0.75 splits lam 0.5 from lam 1.
 BEST_LAM_SPLIT = 0.75
+#: Claim 16's seeds: the fewest runs whose zero divergences refute a divergence rate of
+#: ``DIVERGENCE_RATE`` at the seeds policy's level (the design's detection power).
+DIVERGENCE_SEEDS = runs_to_refute(DIVERGENCE_RATE, 1 - DEFAULT_POLICY.level1)
 #: The divergence test's condition: the long horizon at a constant lr (a decaying lr hides a
 #: slow divergence: the paper's runs diverge late, at full lr).
 _LONG_CONST = {"run.steps": LONG, "optim.schedule": "constant"}
@@ -156,7 +160,8 @@ def _grad_level_ef(c: Claim, d: ClaimData) -> ClaimResult:
         reached, tpp = reached_paper_horizon(d.records(kg) + d.records(ku))
         short = {} if reached else {"short_runs": tpp}
         chk = need(make(f"{label(o)}: gradient-level EF diverges, update-level does not",
-                        "divergence", inputs, rate=DIVERGENCE_RATE, **short), d, kg, ku)
+                        "divergence", inputs, rate=c.threshold("divergence_rate"), **short),
+                   d, kg, ku)
         checks.append(chk)
         measured[f"{label(o)}: diverged runs"] = chk.reason
         vg, vu = d.vals(kg), d.vals(ku)
@@ -196,17 +201,21 @@ GRAD_LEVEL_EF = Claim(
         delayed(o, "2bw+grad-ef", cond=_LONG_CONST, long=True, ef_lambda=1.0,
                 ef_level="grad"))),
     grid="AdamW, Muon x {update-level, gradient-level} EF, lam = 1, at the ladder's long "
-         "horizon (4x the base run: 800 steps at tiny) with a constant lr",
+         f"horizon (4x the base run: 800 steps at tiny) with a constant lr, {DIVERGENCE_SEEDS} "
+         "seeds",
     reason="lam = 1, the paper's setting, for the two optimizers of the headline; the "
            "paper's gradient-level EF diverges over long runs, which 200 steps with an lr "
            "decaying to 0.1x cannot show: hence the long horizon at a constant lr. Next to "
            "diverged / not diverged the graded outcome is the paired difference of final "
-           "validation losses, gradient-level minus update-level. 4H, not 8H: the budget.",
+           "validation losses, gradient-level minus update-level. 4H, not 8H: the budget. "
+           f"{DIVERGENCE_SEEDS} seeds: the fewest in which no divergence refutes a rate of "
+           f"{DIVERGENCE_RATE:g} at the seeds policy's level, so an absence can decide.",
     theory=None,
     plot=FigureSpec(kind="curves", title="Update-level vs gradient-level EF",
                     metrics=("loss",), ylabels=("training loss (nats/byte)",),
                     by_optimizer=True),
-    analyse=_grad_level_ef, thresholds={"divergence_rate": DIVERGENCE_RATE})
+    analyse=_grad_level_ef, thresholds={"divergence_rate": DIVERGENCE_RATE},
+    min_seeds=DIVERGENCE_SEEDS)
 
 
 # ---------------------------------------------------------------------- sync-phases
