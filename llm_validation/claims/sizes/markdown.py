@@ -192,8 +192,8 @@ def size_ladder_axes(axes, data: SizeLadderData, fits: Mapping[str, Mapping[str,
                       f"{data.tokens_per_param:g} tokens each)")
         ax.set_ylabel(_UNIT[q])
         ax.grid(alpha=0.3, which="major")
-        ax.set_title(f"{QUANTITY_TEXT[q]} vs model size (steps grow with N: confounded)",
-                     fontsize=10)
+        ax.set_title(f"{QUANTITY_TEXT[q]} vs model size\n(the step count grows with N: "
+                     "step-and-size exponents)", fontsize=10)
 
 
 def draw_size_ladder(data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
