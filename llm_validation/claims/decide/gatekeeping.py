@@ -42,9 +42,9 @@ Guarantee
     et al. 2009, Theorem 1). A central leaf's adjusted p-value depends on the other central
     leaves and on which central statements have side readings, never on how many. Simulated
     on the claims' own structure (``tests/llm_validation/claims/test_gatekeeping.py``: the
-    n46k ledger's 64 paper leaves, 34 of them central): family-wise error 0.017 at the
-    global null and 0.025 with every central effect real and every side reading null (alpha
-    5%); testing the side readings without their parent (each at the full level) gives 0.53.
+    n46k ledger's 66 paper leaves, 34 of them central): family-wise error 0.017 at the
+    global null and 0.026 with every central effect real and every side reading null (alpha
+    5%); testing the side readings without their parent (each at the full level) gives 0.55.
 
 Reference
     F. Bretz, W. Maurer, W. Brannath, M. Posch (2009), Statistics in Medicine 28; A.
