@@ -95,7 +95,7 @@ def phase_costs(claims: Sequence[Claim], scale: Scale, plan: Plan, *, quick: boo
          "estimated_process_s": round(first, 1),
          "estimated_process_s_max": round(first * (len(FIRST_GRID) + MAX_WIDEN)
                                           / len(FIRST_GRID), 1),
-         "note": "runs at the scale's lr are the claims' own synchronous runs (shared); "
+         "note": "the sweep's own seeds (from FIRST_SWEEP_SEED), none a claim uses; "
                  "--set OPT:optim.lr=X skips an optimizer"},
         {"stage": "claims", "seeds": list(plan.seeds), "runs": len(plan.runs),
          "estimated_process_s": round(plan.cost(), 1)},

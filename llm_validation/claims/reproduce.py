@@ -36,7 +36,7 @@ from llm_validation.claims.catalogue.registry import get_claims
 from llm_validation.claims.decide.sequential import SeedPolicy
 from llm_validation.claims.phases import extension_seeds, sweep_phase, within_budget
 from llm_validation.claims.plan.calibration import load_or_calibrate
-from llm_validation.claims.plan.lr_sweep import read_sweep
+from llm_validation.claims.plan.lr_sweep import FIRST_SWEEP_SEED, read_sweep
 from llm_validation.claims.plan.plan import ExecutionSummary, Plan, build_plan, execute
 from llm_validation.claims.plan.scales import Scale, get_scale
 from llm_validation.claims.report.ledger import RUNS_DIR, analyse_ledger, assemble, write_ledger
@@ -88,6 +88,9 @@ class Options:
         if self.max_seeds < 3:
             raise ValueError(f"--max-seeds {self.max_seeds}: must be >= 3 (the first look's "
                              "seeds)")
+        if self.max_seeds > FIRST_SWEEP_SEED:
+            raise ValueError(f"--max-seeds {self.max_seeds}: must be <= {FIRST_SWEEP_SEED} "
+                             "(the lr sweep's seeds start there; no claim may reuse them)")
         if self.jobs < 0:
             raise ValueError(f"--jobs {self.jobs}: must be >= 0")
         if self.threads is not None and self.threads < 1:

@@ -178,6 +178,6 @@ def test_figure_and_markdown(tmp_path):
     text = "\n".join(md)
     for arm in ("Muon 2BW", "AdamW 2BW", "Muon 2BW + EF"):
         assert f"#### {arm}" in text
-    assert text.count("| size exponent") == 3
+    assert text.count("| step-and-size exponent") == 3
     assert f"**{VERDICT[checks[0].status]}**" in text
     assert "muon-within-0.01" in text and "adamw-over-muon" in text
