@@ -1,4 +1,4 @@
-"""The ledger's first stage: each optimizer's peak lr, swept on synchronous runs at the scale.
+"""The ledger's first phase: each optimizer's peak lr, swept on synchronous runs at the scale.
 
 Algorithm
     Per optimizer, synchronous base runs of the scale (its steps, batch, schedule) at the lrs

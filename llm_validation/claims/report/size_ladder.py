@@ -40,7 +40,7 @@ from llm_validation.claims.catalogue.size import SIZE_LADDER_SEEDS
 from llm_validation.claims.plan.scales import SIZE_LADDER, Scale
 from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, ARMS, SizeFit, SizeLadderData,
                                                agreement_checks, size_fits)
-from llm_validation.claims.sizes.markdown import draw_size_ladder, size_ladder_markdown
+from llm_validation.claims.sizes.markdown import plot_size_ladder, size_ladder_markdown
 from llm_validation.config import preset
 from llm_validation.records.atomic_io import write_json
 
@@ -139,7 +139,7 @@ def assemble_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER
     # the claim's own agreement factor (its threshold, recorded in every protocol)
     tolerance = claim.threshold("size_ladder_agreement_factor")
     checks, measured = agreement_verdicts(fits, tolerance)
-    fig = draw_size_ladder(data, fits, root / "figures" / "size-ladder.png",
+    fig = plot_size_ladder(data, fits, root / "figures" / "size-ladder.png",
                            tolerance=tolerance)
     lines = ["# The size ladder at 20 tokens per parameter", "",
              f"Sizes read from `{root}`: " + ", ".join(s.name for s in scales) + ". "

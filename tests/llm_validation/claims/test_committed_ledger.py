@@ -36,7 +36,7 @@ def test_every_inconclusive_check_names_the_seeds_it_needs(ledger):
 def test_the_ladder_and_the_lr_sweep_are_there_with_their_figures(ledger):
     ids = {c["id"] for c in ledger["claims"]}
     assert "horizon-ladder" in ids
-    sweep = ledger["stages"]["lr_sweep"]["optimizers"]
+    sweep = ledger["phases"]["lr_sweep"]["optimizers"]
     assert {"adamw", "muon", "normuon", "soap"} <= set(sweep)
     assert all(o["source"] == "sweep" for o in sweep.values())   # tuned, each interior
     for png in ("horizon-ladder.png", "lr_sweep.png"):
