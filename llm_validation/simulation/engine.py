@@ -26,7 +26,8 @@ What the runtime adds to a step (``pipeline.twobw``, ``pipeline.sync``, ``traini
 
 Guarantee: the start times are the unique earliest ones consistent with the per-device order and
 the dependencies above (list scheduling of a fixed order). With unit costs they reproduce
-:func:`llm_validation.pipeline.schedule.simulate_times` for 2BW exactly; a schedule whose order
+the unit-tick replay of :func:`llm_validation.pipeline.schedule.schedule_2bw` for 2BW exactly
+(the tests' oracle); a schedule whose order
 cannot make progress raises ``RuntimeError`` (never happens for :func:`.schedules.build_plan`).
 """
 
