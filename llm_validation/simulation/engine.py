@@ -131,10 +131,6 @@ class SimResult:
         P = self.plan.stages
         return sum(self.makespan - self.busy(d) for d in range(P)) / (P * self.makespan)
 
-    def step_ends(self, device: int) -> list[float]:
-        """Time at which each optimizer step's new weights exist on ``device``."""
-        return [self.version_ready[(device, t + 1)] for t in range(self.plan.optimizer_steps)]
-
     def per_device(self) -> list[dict[str, float]]:
         """Per device: compute, step (update and all-reduce), blocked-send and idle time."""
         rows = []
