@@ -38,7 +38,6 @@ from llm_validation.validation.groups import (
 )
 from llm_validation.validation.contrast import share_removed_interval
 from llm_validation.validation.inference import (
-    Interval,
     fit_linear,
     fit_pl_tau_shape,
     fit_power_law,
