@@ -166,6 +166,12 @@ def protocol_doc(options: Options) -> dict[str, Any]:
     return protocol(plan.claims, plan.scale, policy_of(options), plan.seeds, plan.overrides)
 
 
+def _recorded_phases(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A recorded claims.json's phases (``phases``; ledgers written before the key was named
+    so hold them under ``stages``, e.g. docs/claims_tiny/issue16/claims.json)."""
+    return doc.get("phases", doc.get("stages", {}))
+
+
 def _assemble_only(options: Options, out: Path, plan: Plan, record: dict) -> Outcome:
     """Re-assemble from the finished runs: the lrs of ``lr_sweep.json`` and the seeds the
     recorded extra-seeds phase ran each claim to."""
@@ -175,8 +181,8 @@ def _assemble_only(options: Options, out: Path, plan: Plan, record: dict) -> Out
     scale = dataclasses.replace(plan.scale, lrs={**plan.scale.lrs, **{
         o: float(c["lr"]) for o, c in sweep["optimizers"].items()}})
     old = out / "claims.json"
-    exts = (read_json(old).get("stages", {}).get("seeds_policy", {}).get("extensions", [])
-            if old.exists() else [])
+    exts = _recorded_phases(read_json(old)).get("seeds_policy", {}).get("extensions", []) \
+        if old.exists() else []
     chosen = {e["claim"]: tuple(range(e["seeds"])) for e in exts if e.get("seeds")}
     plan = plan_for(options, out, scale=scale, cost_model=plan.cost_model, claim_seeds=chosen)
     policy = policy_of(options)

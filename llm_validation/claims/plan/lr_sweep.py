@@ -1,4 +1,4 @@
-"""The ledger's first stage: each optimizer's peak lr, swept on synchronous runs at the scale.
+"""The ledger's first phase: each optimizer's peak lr, swept on synchronous runs at the scale.
 
 Algorithm
     Per optimizer, synchronous base runs of the scale (its steps, batch, schedule) at the lrs
@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from llm_validation.claims.plan.scales import Scale, base_config
 from llm_validation.records.atomic_io import read_json, write_json
+from llm_validation.records.run_name import run_name
 from llm_validation.sweep.grid import parse_override
 from llm_validation.validation.runs import RunRecord, is_complete
 
@@ -179,7 +180,6 @@ def run_lr_sweep(scale: Scale, optimizers: Sequence[str], runs_dir: str | Path,
     """Sweep every optimizer's lr (see the module docstring). ``train`` trains a list of
     (run name, config) into ``runs_dir`` (resumable; finished runs are skipped), so every
     round of widening trains only the new points, all optimizers together."""
-    from llm_validation.claims.plan.plan import run_name
     runs_dir = Path(runs_dir)
     grids: dict[str, tuple[int, ...]] = {}
     out: dict[str, LrChoice] = {}

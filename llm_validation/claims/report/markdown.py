@@ -214,11 +214,11 @@ def _headline(results: Sequence[ClaimResult], claims: Sequence[Claim], n: int) -
             f"{_count_text(by['old_rule'])}.", ""]
 
 
-def _phases_md(stages: Mapping[str, Any]) -> list[str]:
-    lines = ["## Stages", ""]
-    sweep = stages.get("lr_sweep")
+def _phases_md(phases: Mapping[str, Any]) -> list[str]:
+    lines = ["## Phases", ""]
+    sweep = phases.get("lr_sweep")
     if sweep:
-        lines += ["Learning rates (stage 1, `lr_sweep.json`; synchronous runs, mean final "
+        lines += ["Learning rates (phase 1, `lr_sweep.json`; synchronous runs, mean final "
                   "validation loss over seeds):", "",
                   "| optimizer | lr used | source | grid: lr = mean val |", "|---|---|---|---|"]
         for o, c in sweep["optimizers"].items():
@@ -226,9 +226,9 @@ def _phases_md(stages: Mapping[str, Any]) -> list[str]:
                              else f"{r['lr']:.3g} = {r['mean']:.4f}" for r in c["grid"])
             lines.append(f"| {o} | {c['lr']:.4g} | {c['source']} | {grid or '-'} |")
         lines += ["", f"![lr sweep]({FIGURES_DIR}/lr_sweep.png)", ""]
-    pol = stages.get("seeds_policy") or {}
+    pol = phases.get("seeds_policy") or {}
     if pol:
-        lines += [f"Seeds policy (stage 3): two looks, first {pol['first']} seeds, then up to "
+        lines += [f"Seeds policy (phase 3): two looks, first {pol['first']} seeds, then up to "
                   f"{pol['max_seeds']} for checks the measured spread says would be decided "
                   f"(power {pol['power']:.0%}), alpha {pol['alpha']:g} split "
                   f"{pol['level1']:.3f} / {pol['level2']:.3f}: every check of this ledger "
@@ -270,12 +270,12 @@ def render_markdown(plan: Plan, results: Sequence[ClaimResult],
                     summary: ExecutionSummary | None = None,
                     measured: Mapping[str, Any] | None = None,
                     protocol: Mapping[str, Any] | None = None,
-                    stages: Mapping[str, Any] | None = None) -> str:
+                    phases: Mapping[str, Any] | None = None) -> str:
     """All of ``claims.md``: the header (the ``protocol`` record's digest or its re-analysis
     label, scale, headline counts under each rule, the run budget with ``summary``'s
     trained/reused counts and the ``measured`` cost,
     :func:`~llm_validation.claims.report.ledger.measured_cost`), the claims table, one section
-    per claim, the theory's section and the phases (``stages``: the lr sweep's table and the
+    per claim, the theory's section and the phases (``phases``: the lr sweep's table and the
     seeds policy's outcome, as in ``claims.json``)."""
     claims, s = plan.claims, plan.scale
     paper = [(c, r) for c, r in zip(claims, results) if c.section == PAPER]
@@ -323,4 +323,4 @@ def render_markdown(plan: Plan, results: Sequence[ClaimResult],
     for c, r in zip(claims, results):
         if c.section == THEORY:
             lines += _claim_section(c, r, plan, THEORY)
-    return "\n".join(lines + _phases_md(stages or {}))
+    return "\n".join(lines + _phases_md(phases or {}))

@@ -54,14 +54,13 @@ from llm_validation.records.provenance import git_commit
 from llm_validation.records.atomic_io import read_json, write_json
 from llm_validation.validation.verdict import MIN_SEEDS
 
-__all__ = ["FAMILY_ALPHA", "FDR_Q", "PROTOCOL_FILE", "PROTOCOL_MD", "ProtocolMismatch",
+__all__ = ["FAMILY_ALPHA", "FDR_Q", "PROTOCOL_FILE", "ProtocolMismatch",
            "protocol", "digest", "code_digest", "decision_files", "write_protocol", "check_protocol",
            "protocol_markdown"]
 
 #: The false-discovery rate of the Benjamini-Hochberg decisions shown beside them.
 FDR_Q = 0.05
 PROTOCOL_FILE = "protocol.json"
-PROTOCOL_MD = "protocol.md"
 #: The files whose code decides a verdict (hashed into ``code_digest``, informational).
 #: The family modules of the catalogue's claims (their statements and analyses) are added to
 #: these (:func:`decision_files`).

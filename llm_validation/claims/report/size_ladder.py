@@ -44,7 +44,7 @@ from llm_validation.claims.plan.scales import SIZE_LADDER, Scale
 from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, ARMS, CONFOUND, EXPONENT_NAME,
                                                SizeFit, SizeLadderData, agreement_checks,
                                                size_fits)
-from llm_validation.claims.sizes.markdown import draw_size_ladder, size_ladder_markdown
+from llm_validation.claims.sizes.markdown import plot_size_ladder, size_ladder_markdown
 from llm_validation.config import preset
 from llm_validation.records.atomic_io import write_json
 
@@ -141,7 +141,7 @@ def assemble_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER
     root = Path(root)
     data, notes = read_size_ladder(root, scales)
     fits = size_fits(data, targets={})            # no extrapolation in N: steps grow with N
-    fig = draw_size_ladder(data, fits, root / "figures" / "size-ladder.png")
+    fig = plot_size_ladder(data, fits, root / "figures" / "size-ladder.png")
     steps = ", ".join(f"{s.name} {s.steps} steps" for s in scales)
     lines = ["# The size ladder at 20 tokens per parameter", "",
              f"Sizes read from `{root}`: " + ", ".join(s.name for s in scales) + f" ({steps}).",

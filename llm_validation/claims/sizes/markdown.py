@@ -1,6 +1,6 @@
 """The size ladder for a reader: its figure and its claims.md section.
 
-- :func:`draw_size_ladder` (drawn by :func:`size_ladder_axes`): two log-log panels against the
+- :func:`plot_size_ladder` (drawn by :func:`size_ladder_axes`): two log-log panels against the
   model size N (millions of parameters, all counted): the gap as a share of the synchronous
   loss decrease, and the lag as a share of the synchronous run's steps (in %). Per arm:
   per-seed points (small, jittered sideways so seeds and arms stay apart), the mean over seeds
@@ -32,9 +32,9 @@ from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, AGREEMENT_TARGET, 
                                                SizeFit, SizeLadderData, arm_label,
                                                paper_lag_fraction, rules_text)
 from llm_validation.validation.inference import t_interval
-from llm_validation.validation.plots import DPI, plain_ticks
+from llm_validation.validation.figures import DPI, plain_ticks
 
-__all__ = ["PAPER_LAG_LABEL", "size_ladder_axes", "draw_size_ladder", "size_ladder_markdown"]
+__all__ = ["PAPER_LAG_LABEL", "size_ladder_axes", "plot_size_ladder", "size_ladder_markdown"]
 
 #: The legend entry of the paper's Muon threshold on the lag panel.
 PAPER_LAG_LABEL = "paper's Muon gap as a lag fraction"
@@ -196,7 +196,7 @@ def size_ladder_axes(axes, data: SizeLadderData, fits: Mapping[str, Mapping[str,
                      "step-and-size exponents)", fontsize=10)
 
 
-def draw_size_ladder(data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
+def plot_size_ladder(data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
                      path: str | Path, *, paper_lag: float | None = None,
                      tolerance: float = TOLERANCE) -> Path:
     """Write the size-ladder figure (:func:`size_ladder_axes`) to ``path`` (PNG); returns it."""

@@ -1,4 +1,4 @@
-"""The lr-sweep stage: choosing the best lr, widening the grid until it is interior, overrides,
+"""The lr-sweep phase: choosing the best lr, widening the grid until it is interior, overrides,
 and the loop that trains only the new points (with a fake trainer writing run directories)."""
 
 from __future__ import annotations
