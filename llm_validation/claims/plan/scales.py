@@ -139,7 +139,7 @@ _FIXED_SCALES: dict[str, Scale] = {
     "tiny": Scale(name="tiny", model="tiny", steps=200, quick_steps=100, lrs=_TINY_LRS,
                   sec_per_step=0.18, eval_interval=25, checkpoint_interval=200,
                   notes=("tiny model (~1M parameters, byte vocabulary), default corpus, CPU",
-                         "its runs predate issue 26: no warmup, and Muon's and NorMuon's AdamW "
+                         "its runs were trained before the verdict protocol: no warmup, and Muon's and NorMuon's AdamW "
                          "part (embeddings, head, norms) at their own lr (optim.aux_lr unset, "
                          "10x AdamW's tuned lr for Muon); the 20:1 scales fix both")),
     # ~20x the tiny model's FLOPs per step (10x parameters, 2x tokens); an estimate.
