@@ -45,7 +45,7 @@ __all__ = ["t_quantile", "t_bounds", "fieller_set", "fieller_bounds"]
 
 def t_quantile(level: float, dof: np.ndarray | float) -> np.ndarray:
     """The two-sided Student-t quantile ``q = t_{dof, (1 + level) / 2}``: ``P(|t| <= q) =
-    level``, accurate to a few ulps at every level in (0, 1) and every ``dof > 0``.
+    level``, accurate to a few ulps at every level in (0, 1) and every finite ``dof > 0``.
 
     ``x = q^2 / (dof + q^2)`` is Beta(1/2, dof/2)-distributed, so ``x = I^-1_{1/2, dof/2}(level)``
     and ``1 - x = I^-1_{dof/2, 1/2}(1 - level)`` (each from its own inverse, neither from a
