@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from llm_validation.claims.scales import base_config, get_scale
+from llm_validation.claims.plan.scales import base_config, get_scale
 from llm_validation.training.loop import train
 
 __all__ = ["main", "GOAL_SPEEDUP", "DEFAULT_STEPS"]

@@ -247,7 +247,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
             "; --rank-schedules ranks the pipeline schedules anyway",
             " (ranked below because --rank-schedules was given)"))
     if args.out:
-        from llm_validation.advice.figure import plot_advice
+        from llm_validation.advice.figures import plot_advice
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         src = args.model or args.from_dir

@@ -5,7 +5,7 @@
   theorem: instances, violations, worst ratio with its parameters; exit code 1 on any violation
   (bound, pathwise statement, proof predicate or PEPit comparison); progress on stderr.
 - ``plot rates --out DIR [--steps K] [--quick]``: the rate/gap/EF/PL-law figures of
-  :mod:`numerics.plots` as PNGs.
+  :mod:`numerics.figures` as PNGs.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def _print_table(report: dict) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from numerics.plots import plot_rates
+    from numerics.figures import plot_rates
 
     check_out_dir("--out", args.out)
     paths = plot_rates(args.out, steps=args.steps, quick=args.quick,

@@ -83,11 +83,11 @@ def _list(args: argparse.Namespace) -> int:
     policy = policy_of(options)
     plan = plan_for(options, args.out)
     jobs = max(args.jobs, 1)
-    stages = phase_costs(plan.claims, plan.scale, plan, quick=plan.quick,
+    phases = phase_costs(plan.claims, plan.scale, plan, quick=plan.quick,
                          overrides=plan.overrides, policy=policy)
     rows = [{**c.to_dict(), "runs_needed": len(plan.claim_runs(c.id)),
              "estimated_process_s": round(plan.cost(c.id), 1)} for c in plan.claims]
-    total = sum(s["estimated_process_s"] for s in stages)
+    total = sum(s["estimated_process_s"] for s in phases)
     totals = {"distinct_runs": len(plan.runs), "estimated_process_s": round(total, 1),
               "estimated_wall_s": round(total / jobs, 1), "jobs": jobs,
               "unavailable_runs": len(plan.unavailable()),
@@ -96,7 +96,7 @@ def _list(args: argparse.Namespace) -> int:
         sections = {sec: [c.id for c in plan.claims if c.section == sec]
                     for sec in ("paper", "theory")}
         print_json({"scale": plan.scale.name, "seeds": list(plan.seeds), "quick": plan.quick,
-                    "stages": stages, "sections": sections, "claims": rows, **totals,
+                    "phases": phases, "sections": sections, "claims": rows, **totals,
                     "scales": _scales_table()})
         return 0
     for r in rows:
@@ -109,10 +109,10 @@ def _list(args: argparse.Namespace) -> int:
         print(f"    grid:  {r['grid']}")
         print(f"    why:   {r['reason']}")
     print()
-    for s in stages:
+    for s in phases:
         bound = (f" (at most ~{s['estimated_process_s_max'] / 60:.0f})"
                  if "estimated_process_s_max" in s else "")
-        print(f"phase {s['stage']}: ~{s['estimated_process_s'] / 60:.0f} process-min{bound}")
+        print(f"phase {s['phase']}: ~{s['estimated_process_s'] / 60:.0f} process-min{bound}")
     print(f"\n{totals['distinct_runs']} distinct runs (claims) at scale {plan.scale.name}, "
           f"{len(plan.seeds)} seed(s): ~{totals['estimated_process_s'] / 60:.0f} "
           f"process-minutes with the lr sweep, ~{totals['estimated_wall_s'] / 60:.0f} minutes "

@@ -131,8 +131,8 @@ def register(subparsers: Any) -> None:
     a("--log-interval", type=int,
       help="read the step scalars from the device and write the metrics rows every N steps "
            "(and at checkpoints and the end; default 1); N > 1: no host sync on other steps")
-    a("--out", help="run directory (default runs/<preset>-<optimizer>-tau<TAU>-ef<LAM>-s<SEED>"
-                    "[-compiled])")
+    a("--out", help="run directory (default runs/<run name>: the settings' readable name and 8 "
+                    "hex digits of the config, so the same settings find the same folder again)")
     a("--resume", nargs="?", const="yes", default=None, metavar="auto",
       help="continue the run in --out with its saved settings, from its newest checkpoint (none "
            "yet: from step 0); a larger --steps extends a finished run; '--resume auto': "
@@ -264,12 +264,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
             d["delay"]["tau"] = max(taus)
     if args.pipeline == "2bw" and args.delay is None:
         d["delay"]["tau"] = 1
-    if args.out is None and not args.resume and args.config is None:
-        dl = d["delay"]
-        d["run"]["out_dir"] = (f"runs/{d['model']['name']}-{d['optim']['name']}-tau{dl['tau']}"
-                               f"-ef{dl['ef_lambda']:g}-s{d['run']['seed']}"
-                               + ("-compiled" if d["run"].get("compile") else ""))
-    elif args.out is None and args.resume:
+    if args.out is None and args.resume:
         raise ValueError("--resume needs --out DIR (the run to continue)")
     d["run"]["resume"] = "auto" if args.resume == "auto" else args.resume is not None
     vocab = args.vocab_size
@@ -281,7 +276,17 @@ def config_from_args(args: argparse.Namespace) -> Any:
     if args.set:
         from llm_validation.sweep.grid import apply_overrides
         cfg = apply_overrides(cfg, args.set)
-    return with_prepared_data(cfg, vocab)
+    cfg = with_prepared_data(cfg, vocab)
+    if args.out is None and args.config is None and not _sets_out_dir(args.set or ()):
+        from llm_validation.records.run_name import default_out_dir
+        cfg = cfg.replace(run=dataclasses.replace(cfg.run, out_dir=default_out_dir(cfg)))
+    return cfg
+
+
+def _sets_out_dir(sets: Any) -> bool:
+    """Whether a ``--set`` names the run directory (``run.out_dir``)."""
+    from llm_validation.sweep.grid import parse_override
+    return any(parse_override(text)[1:3] == ("run", "out_dir") for text in sets)
 
 
 def _interrupted(exc: KeyboardInterrupt, out_dir: str) -> int:

@@ -1,6 +1,6 @@
 """``delaybound validate`` and ``delaybound sweep``.
 
-- ``validate RUN_DIR... [--json] [--gap tail] [--plots DIR] [--report FILE] [--quick]``:
+- ``validate RUN_DIR... [--json] [--gap tail] [--figures DIR] [--report FILE] [--quick]``:
   every verdict of :func:`llm_validation.validation.validate.validate` (assumptions, trends, bounds) for
   the runs found under the given folders. Exit code 0 whatever the verdicts (a verdict is a
   result, not an error); 2 on bad input (no run directories).
@@ -127,7 +127,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from llm_validation.validation.runs import load_runs
     from llm_validation.validation.validate import validate_runs
     import warnings
-    check_out_dir("--plots", args.plots)
+    check_out_dir("--figures", args.figures)
     check_out_file("--report", args.report)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -137,19 +137,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if r.damage:
             print(f"delaybound validate: warning: {r.path / 'metrics.jsonl'}: {r.damage}; the "
                   "run is dropped by every verdict", file=sys.stderr)
-    plots = {}
-    if args.plots:
-        from llm_validation.validation.plots import make_plots
-        plots = make_plots(runs, args.plots, args.gap)
-        if not plots:
-            print(f"delaybound validate: note: no plot written to {args.plots}: every plot "
+    figures = {}
+    if args.figures:
+        from llm_validation.validation.figures import plot_validation
+        figures = plot_validation(runs, args.figures, args.gap)
+        if not figures:
+            print(f"delaybound validate: note: no figure written to {args.figures}: every figure "
                   "compares runs (sync / 2BW / 2BW+EF pairs of one optimizer and seed, or a "
                   "sweep's lr, tau, momentum or batch axis), and these runs have none to "
                   "compare", file=sys.stderr)
     if args.report:
         from llm_validation.validation.report import write_report
         write_report(args.report, title="delaybound validation report", validation=rep,
-                     validation_plots=plots)
+                     validation_figures=figures)
     if args.json:
         print_json(rep.to_dict())
         return 0
@@ -186,7 +186,8 @@ def register(subparsers: Any) -> None:
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.add_argument("--gap", choices=["final", "tail"], default="final",
                    help="gap from the final validation loss (default) or the tail mean")
-    v.add_argument("--plots", metavar="DIR", help="also write the validation plots to DIR")
+    v.add_argument("--figures", metavar="DIR", help="also write the validation figures to DIR")
+    v.add_argument("--plots", dest="figures", metavar="DIR", help=argparse.SUPPRESS)  # old name
     v.add_argument("--report", metavar="FILE", help="also write a markdown report")
     v.add_argument("--quick", action="store_true",
                    help="mark every verdict quick/inconclusive (for smoke runs)")

@@ -5,12 +5,12 @@ its outputs under ``--out`` as soon as it finishes (so a crash loses at most the
 and re-running the demo skips finished training runs):
 
 1. the theorem table (``theorems.json``; printed);
-2. numeric verification (``verify.json``) and the rate plots (``rates/*.png``);
+2. numeric verification (``verify.json``) and the rate figures (``rates/*.png``);
 3. the tiny model trained with AdamW and Muon under sync, 2BW (emulated, tau = 1) and 2BW+EF
    (lam = 1) for each seed, plus one real 2-stage PipeDream-2BW pipeline run
    (``runs/<name>/``, ``runs/index.json``);
-4. validation of the runs (``validation.json``) and its plots (``plots/*.png``);
-5. ``report.md`` with every plot and verdict (rewritten after every stage).
+4. validation of the runs (``validation.json``) and its figures (``figures/*.png``);
+5. ``report.md`` with every figure and verdict (rewritten after every stage).
 
 ``--quick`` (<= 3 minutes): fewer steps, one seed, small numeric checks; its verdicts are all
 marked quick / inconclusive. ``--json`` prints the verdict list on stdout (everything else,
@@ -47,9 +47,9 @@ class DemoSettings:
     verify_steps: int
     """Steps per simulated run in the numeric verification."""
     rate_steps: int
-    """Steps per simulated run of the rate plots."""
+    """Steps per simulated run of the rate figures."""
     rate_quick: bool
-    """Small grids in the rate plots."""
+    """Small grids in the rate figures."""
     pipeline: bool = True
     """Also train one real 2-stage 2BW pipeline run (AdamW, the cheaper optimizer on CPU,
     first seed)."""
@@ -146,8 +146,8 @@ def _run_demo(out: Path, settings: DemoSettings, jobs: int,
             f"{cpu_seconds() - cpu_all:.0f} s CPU (all processes)."]
         write_report(out / "report.md", intro=intro, stages=stages,
                      theorems=parts.get("theorems"), verification=parts.get("verification"),
-                     rate_plots=parts.get("rate_plots", ()), validation=parts.get("validation"),
-                     validation_plots=parts.get("plots"), notes=parts.get("notes", ()),
+                     rate_figures=parts.get("rate_figures", ()), validation=parts.get("validation"),
+                     validation_figures=parts.get("figures"), notes=parts.get("notes", ()),
                      advice=parts.get("advice", ()))
         write_json(out / "demo_status.json", {"settings": dict(settings.__dict__),
                                               "stages": stages,
@@ -186,7 +186,7 @@ def _run_demo(out: Path, settings: DemoSettings, jobs: int,
         return f"theorems.json ({len(rows)} theorems)"
 
     def numerics() -> str:
-        from numerics.plots import plot_rates
+        from numerics.figures import plot_rates
         from numerics.suite import verify_suite
         rep = verify_suite(None, examples=settings.verify_examples, seed=0,
                            steps=settings.verify_steps, seeds=4, predicates=True,
@@ -201,8 +201,8 @@ def _run_demo(out: Path, settings: DemoSettings, jobs: int,
         report()
         paths = plot_rates(out / "rates", steps=settings.rate_steps, quick=settings.rate_quick,
                            progress=lambda m: _log(f"rates: {m}"))
-        parts["rate_plots"] = [Path(p) for p in paths]
-        return f"verify.json ({rep['violations']} violations), rates/ ({len(paths)} plots)"
+        parts["rate_figures"] = [Path(p) for p in paths]
+        return f"verify.json ({rep['violations']} violations), rates/ ({len(paths)} figures)"
 
     def training() -> str:
         from llm_validation.sweep.runner import run_sweep
@@ -218,22 +218,22 @@ def _run_demo(out: Path, settings: DemoSettings, jobs: int,
     def validation() -> str:
         from llm_validation.validation.runs import load_runs
         from llm_validation.validation.validate import validate_runs
-        from llm_validation.validation.plots import make_plots
+        from llm_validation.validation.figures import plot_validation
         runs = load_runs([out / "runs"])
         rep = validate_runs(runs, quick=settings.quick)
         write_json(out / "validation.json", rep.to_dict())
         parts["validation"] = rep
-        parts["plots"] = make_plots(runs, out / "plots")
+        parts["figures"] = plot_validation(runs, out / "figures")
         from delaybound.cmd_advise import demo_advice     # the report ends with the advice
         parts["advice"] = demo_advice(out / "runs", out / "advice", out)
         c = rep.counts()
         return (f"validation.json ({c['pass']} pass, {c['fail']} fail, {c['inconclusive']} "
-                f"inconclusive), plots/ ({len(parts['plots'])} plots)")
+                f"inconclusive), figures/ ({len(parts['figures'])} figures)")
 
-    ok = [stage("theorem table", theorems), stage("numeric verification and rate plots",
+    ok = [stage("theorem table", theorems), stage("numeric verification and rate figures",
                                                   numerics),
           stage("training (tiny model, AdamW/Muon x sync/2BW/2BW+EF, real pipeline)", training),
-          stage("validation and plots", validation)]
+          stage("validation and figures", validation)]
     stage("report", lambda: "report.md")
     _log(f"done in {time.perf_counter() - t_all:.0f} s wall ({cpu_seconds() - cpu_all:.0f} s "
          f"CPU): {out / 'report.md'}")
@@ -269,7 +269,7 @@ def _cmd(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "demo", help="the main job: theorems, numeric checks, tiny-LLM sync vs 2BW runs, report",
-        description="Print the theorem table, run the numeric verification and rate plots, "
+        description="Print the theorem table, run the numeric verification and rate figures, "
                     "train the tiny model with AdamW and Muon under sync, 2BW and 2BW+EF "
                     "(3 seeds) plus one real 2-stage 2BW pipeline run, validate the theory "
                     "against the runs, and write OUT/report.md. Re-running resumes (finished "

@@ -25,7 +25,7 @@ Layout (``docs/architecture.md`` has one line per module):
 - :mod:`pipeline` (schedules, p2p links, executor, the shared stage runtime, 2BW, GPipe/1F1B,
   process launch, faults);
 - :mod:`sweep` (grids and the resumable runner); :mod:`validation` (run tables, inference,
-  verdicts, assumption / bound / trend checks, plots, report).
+  verdicts, assumption / bound / trend checks, figures, report).
 
 Layers inside: config <- rundir <- training <- pipeline <- run <- sweep; validation reads run
 directories only (config, rundir).

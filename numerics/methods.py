@@ -159,21 +159,6 @@ class Trajectory:
         beta = torch.tensor([c.beta for c in self.configs], dtype=torch.float64)
         return (1 - beta) * r[:-1] + 2 * eta * e + 2 * L * eta**2 - r[1:]
 
-    @property
-    def tracked_gap(self) -> Tensor:
-        """f(p_k) - f* for the tracked point (z_k under update-level EF, else x_k)."""
-        return self.series["gap_z"] if "gap_z" in self.series else self["gap"]
-
-    @property
-    def tracked_grad_norm(self) -> Tensor:
-        """||grad f(p_k)||_* for the tracked point."""
-        return self.series["grad_norm_z"] if "grad_norm_z" in self.series else self["grad_norm"]
-
-    @property
-    def tracked_mom_err(self) -> Tensor:
-        """||m_k - grad f(p_k)||_* for the tracked point."""
-        return self.series["mom_err_z"] if "mom_err_z" in self.series else self["mom_err"]
-
 
 def _param(configs: Sequence[MethodConfig], name: str, event_ndim: int) -> Tensor:
     vals = torch.tensor([float(getattr(c, name)) for c in configs], dtype=torch.float64)

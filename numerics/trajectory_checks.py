@@ -45,7 +45,7 @@ import theory
 from theory.predicates import PREDICATES
 from theory.proof import TOL
 
-__all__ = ["Scenario", "SCENARIOS", "scenario_slacks", "covered_predicates", "Z_MARGIN", "STAT_PREDICATES"]
+__all__ = ["Scenario", "SCENARIOS", "scenario_slacks", "Z_MARGIN", "STAT_PREDICATES"]
 
 #: One-sided margin (standard errors) for the two expectation predicates.
 Z_MARGIN = 4.0
@@ -129,11 +129,6 @@ SCENARIOS: dict[str, Scenario] = {
             kind="gd_ef"),
     )
 }
-
-
-def covered_predicates() -> set[str]:
-    """Every predicate name some scenario evaluates."""
-    return {n for s in SCENARIOS.values() for n in s.predicates}
 
 
 def _per(configs: Sequence[MethodConfig], name: str, steps: int | None = None) -> torch.Tensor:

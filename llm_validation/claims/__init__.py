@@ -11,7 +11,7 @@ Rooms, lowest first; a module imports only from its own room or lower ones
    cost and execution), ``lr_sweep`` (each optimizer's peak lr).
 3. :mod:`~llm_validation.claims.decide`: how a verdict is reached. ``checks`` (check kinds),
    ``pvalues``, ``seeds`` (seeds an open check needs), ``sequential`` (the two-look seeds
-   policy), ``familywise`` (Holm, BH), ``decisions`` (a verdict per statement, the claim's
+   policy), ``familywise`` (Holm, BH), ``gatekeeping`` (central statements first), ``decisions`` (a verdict per statement, the claim's
    status), ``data`` (a claim's runs), ``regime`` (margins as a lag), ``measure`` (shared
    measurements), ``ladder`` (slopes over horizons), ``predictions`` (the theory's directions),
    ``armtable``, ``analysis`` (runs a claim's analysis).

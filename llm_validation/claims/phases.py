@@ -12,8 +12,9 @@
 
 Every phase trains through :func:`llm_validation.claims.plan.plan.execute` into the same ``runs/``
 (named by config), so an interrupted ledger resumes where it stopped and a finished one trains
-nothing. :func:`phase_costs` gives ``reproduce --list`` each phase's cost. (The ledger files keep the
-key ``stages`` and the heading "Stages" for these phases: their format is unchanged.)
+nothing. :func:`phase_costs` gives ``reproduce --list`` each phase's cost. ("Stage" in this
+package means a pipeline stage only; the ledger's steps are its phases, ``phases`` in
+``claims.json`` and "Phases" in ``claims.md``.)
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def sweep_phase(scale: Scale, claims: Sequence[Claim], out: str | Path, *, quick
     """Phase 1: sweep (runs in ``out/runs_dir``), store the table under ``out`` and the figure
     under ``out/figures_dir``, return the tuned scale. ``train(plan)`` trains a plan's
     missing runs. ``--quick`` sweeps one seed."""
-    from llm_validation.claims.report.figures import draw_lr_sweep
+    from llm_validation.claims.report.figures import plot_lr_sweep
     out = Path(out)
 
     def train_configs(todo):
@@ -63,7 +64,7 @@ def sweep_phase(scale: Scale, claims: Sequence[Claim], out: str | Path, *, quick
                                     quick=quick, device=device, overrides=overrides))
         scale = tuned_scale(scale, choices)
     write_sweep(out, choices, {"scale": scale.name, "quick": quick, "seeds": seeds})
-    draw_lr_sweep(choices, out / figures_dir,
+    plot_lr_sweep(choices, out / figures_dir,
                   title=f"lr sweep at scale {scale.name} (synchronous, {seeds} seed(s); "
                         "ringed: the lr used)")
     return tuned_scale(scale, choices), choices
@@ -88,18 +89,18 @@ def phase_costs(claims: Sequence[Claim], scale: Scale, plan: Plan, *, quick: boo
     per_seed = plan.cost() / max(len(plan.seeds), 1)
     extra = 0 if quick else max(policy.max_seeds - len(plan.seeds), 0)
     return [
-        {"stage": "lr-sweep", "optimizers": opts,
+        {"phase": "lr-sweep", "optimizers": opts,
          "grid": f"scale lr x {LR_RATIO:g}^k, k in {list(FIRST_GRID)}, widened by one point "
                  f"past an edge while the best sits there (at most {MAX_WIDEN})",
          "seeds": seeds, "runs": len(opts) * len(FIRST_GRID) * seeds,
          "estimated_process_s": round(first, 1),
          "estimated_process_s_max": round(first * (len(FIRST_GRID) + MAX_WIDEN)
                                           / len(FIRST_GRID), 1),
-         "note": "runs at the scale's lr are the claims' own synchronous runs (shared); "
+         "note": "the sweep's own seeds (from FIRST_SWEEP_SEED), none a claim uses; "
                  "--set OPT:optim.lr=X skips an optimizer"},
-        {"stage": "claims", "seeds": list(plan.seeds), "runs": len(plan.runs),
+        {"phase": "claims", "seeds": list(plan.seeds), "runs": len(plan.runs),
          "estimated_process_s": round(plan.cost(), 1)},
-        {"stage": "extra-seeds", "policy": policy.to_dict(),
+        {"phase": "extra-seeds", "policy": policy.to_dict(),
          "estimated_process_s": 0.0,
          "estimated_process_s_max": round(min(per_seed * extra, policy.budget_min * 60), 1),
          "note": "only the arms of inconclusive checks that max_seeds would decide at the "

@@ -36,7 +36,7 @@ from llm_validation.claims.catalogue.registry import get_claims
 from llm_validation.claims.decide.sequential import SeedPolicy
 from llm_validation.claims.phases import extension_seeds, sweep_phase, within_budget
 from llm_validation.claims.plan.calibration import load_or_calibrate
-from llm_validation.claims.plan.lr_sweep import read_sweep
+from llm_validation.claims.plan.lr_sweep import FIRST_SWEEP_SEED, read_sweep
 from llm_validation.claims.plan.plan import ExecutionSummary, Plan, build_plan, execute
 from llm_validation.claims.plan.scales import Scale, get_scale
 from llm_validation.claims.report.ledger import RUNS_DIR, analyse_ledger, assemble, write_ledger
@@ -88,6 +88,9 @@ class Options:
         if self.max_seeds < 3:
             raise ValueError(f"--max-seeds {self.max_seeds}: must be >= 3 (the first look's "
                              "seeds)")
+        if self.max_seeds > FIRST_SWEEP_SEED:
+            raise ValueError(f"--max-seeds {self.max_seeds}: must be <= {FIRST_SWEEP_SEED} "
+                             "(the lr sweep's seeds start there; no claim may reuse them)")
         if self.jobs < 0:
             raise ValueError(f"--jobs {self.jobs}: must be >= 0")
         if self.threads is not None and self.threads < 1:
@@ -163,6 +166,12 @@ def protocol_doc(options: Options) -> dict[str, Any]:
     return protocol(plan.claims, plan.scale, policy_of(options), plan.seeds, plan.overrides)
 
 
+def _recorded_phases(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A recorded claims.json's phases (``phases``; ledgers written before the key was named
+    so hold them under ``stages``, e.g. docs/claims_tiny/issue16/claims.json)."""
+    return doc.get("phases", doc.get("stages", {}))
+
+
 def _assemble_only(options: Options, out: Path, plan: Plan, record: dict) -> Outcome:
     """Re-assemble from the finished runs: the lrs of ``lr_sweep.json`` and the seeds the
     recorded extra-seeds phase ran each claim to."""
@@ -172,8 +181,8 @@ def _assemble_only(options: Options, out: Path, plan: Plan, record: dict) -> Out
     scale = dataclasses.replace(plan.scale, lrs={**plan.scale.lrs, **{
         o: float(c["lr"]) for o, c in sweep["optimizers"].items()}})
     old = out / "claims.json"
-    exts = (read_json(old).get("stages", {}).get("seeds_policy", {}).get("extensions", [])
-            if old.exists() else [])
+    exts = _recorded_phases(read_json(old)).get("seeds_policy", {}).get("extensions", []) \
+        if old.exists() else []
     chosen = {e["claim"]: tuple(range(e["seeds"])) for e in exts if e.get("seeds")}
     plan = plan_for(options, out, scale=scale, cost_model=plan.cost_model, claim_seeds=chosen)
     policy = policy_of(options)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 __all__ = ["TRACE_ENV", "BATCHED", "PLAIN", "TORCH", "DELAYBOUND", "install", "uninstall", "records", "write",
-           "read_traces", "mismatches", "kinds_by_group"]
+           "read_traces", "mismatches"]
 
 #: The environment variable naming the trace directory.
 TRACE_ENV = "DELAYBOUND_P2P_TRACE"
@@ -191,12 +191,3 @@ def mismatches(traces: dict[int, list[dict[str, Any]]]) -> list[str]:
                 out.append(f"message {i} rank {src} -> rank {dst} on group {group} "
                            f"({s['backend']}): sent {s['kind']}, received {r['kind']}")
     return out
-
-
-def kinds_by_group(traces: dict[int, list[dict[str, Any]]]) -> dict[str, dict[str, int]]:
-    """``{group: {kind: count}}`` over every rank's records (a summary for reports)."""
-    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for recs in traces.values():
-        for r in recs:
-            out[r["group"]][r["kind"]] += 1
-    return {g: dict(k) for g, k in out.items()}

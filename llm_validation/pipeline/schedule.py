@@ -47,8 +47,6 @@ __all__ = [
     "STEP_PLACEMENTS",
     "step_reader",
     "schedule_2bw",
-    "simulate_times",
-    "schedule_timeline",
     "check_schedule",
 ]
 
@@ -176,66 +174,6 @@ def schedule_2bw(stage: int, stages: int, microbatches: int, batches: int, start
         acts.extend(bwd(k))
     assert not pending, pending
     return acts
-
-
-def simulate_times(stages: int, microbatches: int, batches: int) -> list[list[tuple[Action, int]]]:
-    """Start tick of every F/B action when each F and each B takes one tick, messages take no
-    time and a stage runs its actions in order: ``F(i)`` on ``s`` waits for ``F(i)`` on ``s-1``,
-    ``B(i)`` on ``s`` for ``B(i)`` on ``s+1``. Returns per stage ``[(action, start_tick), ...]``
-    (steps take zero ticks and share the tick of the backward before them)."""
-    plans = [schedule_2bw(s, stages, microbatches, batches) for s in range(stages)]
-    done: dict[tuple[str, int, int], int] = {}  # (kind, mb, stage) -> end tick
-    pos = [0] * stages
-    clock = [0] * stages
-    out: list[list[tuple[Action, int]]] = [[] for _ in range(stages)]
-    remaining = sum(len(p) for p in plans)
-    while remaining:
-        progressed = False
-        for s in range(stages):
-            while pos[s] < len(plans[s]):
-                a = plans[s][pos[s]]
-                if a.kind == STEP:
-                    out[s].append((a, clock[s] - 1))
-                else:
-                    dep = None
-                    if a.kind == FORWARD and s > 0:
-                        dep = (FORWARD, a.mb, s - 1)
-                    elif a.kind == BACKWARD and s < stages - 1:
-                        dep = (BACKWARD, a.mb, s + 1)
-                    if dep is not None and dep not in done:
-                        break
-                    start = max(clock[s], done[dep] if dep is not None else 0)
-                    clock[s] = start + 1
-                    done[(a.kind, a.mb, s)] = clock[s]
-                    out[s].append((a, start))
-                pos[s] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:  # pragma: no cover - would mean the schedule deadlocks
-            raise RuntimeError("schedule deadlocks")
-    return out
-
-
-def schedule_timeline(stages: int, microbatches: int, batches: int) -> str:
-    """ASCII timeline from :func:`simulate_times`: one row per stage, one column per tick;
-    ``a3`` = forward of microbatch 3 of batch 'a' (batch 0 'a', 1 'b', ...), ``A3`` = its backward
-    (with ``W(t-1)``: batches a and b read W(0), c reads W(1), ...), ``|`` = the optimizer step
-    that writes ``W(t+1)``, ``.`` = idle. Used in docs/pipeline.md."""
-    timed = simulate_times(stages, microbatches, batches)
-    width = 1 + max(t for row in timed for _, t in row)
-    rows = []
-    for s, row in enumerate(timed):
-        cells = [" . "] * width
-        for a, t in row:
-            letter = chr(ord("a") + a.batch % 26)
-            if a.kind == FORWARD:
-                cells[t] = f"{letter}{a.mb % microbatches} "
-            elif a.kind == BACKWARD:
-                cells[t] = f"{letter.upper()}{a.mb % microbatches} "
-            else:
-                cells[t] = cells[t][:2] + "|"
-        rows.append(f"stage {s}: " + "".join(cells).rstrip())
-    return "\n".join(rows)
 
 
 def check_schedule(stage: int, stages: int, microbatches: int, batches: int, start: int = 0,

@@ -29,8 +29,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-__all__ = ["GradientGuard", "guard_grads", "StepGuard", "register_schedule",
-           "registered_schedules"]
+__all__ = ["GradientGuard", "guard_grads", "StepGuard", "register_schedule"]
 
 _REFUSAL = ("Schedule2BW clips by the global norm itself (max_norm=; its norm is "
             "schedule.last_grad_norm): the gradients are not on the parameters between calls")
@@ -117,11 +116,6 @@ class StepGuard:
 
 
 _REGISTRY: dict[str, type] = {}
-
-
-def registered_schedules() -> dict[str, type]:
-    """The schedules :func:`register_schedule` added (name -> class)."""
-    return dict(_REGISTRY)
 
 
 def register_schedule(name: str, cls: type) -> None:

@@ -26,7 +26,8 @@ What the runtime adds to a step (``pipeline.twobw``, ``pipeline.sync``, ``traini
 
 Guarantee: the start times are the unique earliest ones consistent with the per-device order and
 the dependencies above (list scheduling of a fixed order). With unit costs they reproduce
-:func:`llm_validation.pipeline.schedule.simulate_times` for 2BW exactly; a schedule whose order
+the unit-tick replay of :func:`llm_validation.pipeline.schedule.schedule_2bw` for 2BW exactly
+(the tests' oracle); a schedule whose order
 cannot make progress raises ``RuntimeError`` (never happens for :func:`.schedules.build_plan`).
 """
 
@@ -129,10 +130,6 @@ class SimResult:
         (idle first, so integer tick counts give the closed forms' floats exactly)."""
         P = self.plan.stages
         return sum(self.makespan - self.busy(d) for d in range(P)) / (P * self.makespan)
-
-    def step_ends(self, device: int) -> list[float]:
-        """Time at which each optimizer step's new weights exist on ``device``."""
-        return [self.version_ready[(device, t + 1)] for t in range(self.plan.optimizer_steps)]
 
     def per_device(self) -> list[dict[str, float]]:
         """Per device: compute, step (update and all-reduce), blocked-send and idle time."""

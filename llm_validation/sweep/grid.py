@@ -18,15 +18,11 @@ delay axes for the delayed modes: ``sync_starts``, ``sync_cooldowns`` (emulation
 ``pipeline="2bw"`` runs the ``2bw`` points with tau = 1 on the real two-stage pipeline
 (``stages``) instead of the emulation.
 
-Names are deterministic and carry every swept value, e.g.
-``muon-2bw+ef-lr0.02-mom0.95-bs16-tau1-lam1-s0``; duplicates collapse into one point. A config
-that uses none of the newer fields keeps its old name: the parts of the optimizer axes appear
-only when that axis is swept (``beta2_0.99``, ``wd0``, ``warm20``, ``wsd``, ``clip1``), the
-newer fields' parts whenever they differ from their defaults (``clip1``, ``wsdf0.1``,
-``sync20``, ``cool20``, ``dcasgd0.5``, ``nesterov0.9``, ``compiled`` for ``run.compile``).
-The base :func:`default_base` is the tiny-model setting the demo uses (see docs/validation.md
-for why these hyper-parameters; the lrs of the optimizers added later are untuned starting
-points, see :data:`BASE_OPTIM`).
+Each point is named by :func:`llm_validation.records.run_name.point_name` (deterministic, every
+swept value in it, e.g. ``muon-2bw+ef-lr0.02-mom0.95-bs16-tau1-lam1-s0``); duplicates collapse
+into one point. The base :func:`default_base` is the tiny-model setting the demo uses (see
+docs/validation.md for why these hyper-parameters; the lrs of the optimizers added later are
+untuned starting points, see :data:`BASE_OPTIM`).
 """
 
 from __future__ import annotations
@@ -49,19 +45,18 @@ from llm_validation.config import (
     field_value,
     preset,
 )
+from llm_validation.records.run_name import MOMENTUM_FIELD, point_name
 
 __all__ = [
     "MODES",
     "OPTIMIZERS",
     "BASE_OPTIM",
-    "MOMENTUM_FIELD",
     "OPTIM_AXES",
     "SweepGrid",
     "SweepPoint",
     "default_base",
     "apply_overrides",
     "parse_override",
-    "point_name",
 ]
 
 MODES = ("sync", "2bw", "2bw+ef")
@@ -82,12 +77,6 @@ BASE_OPTIM: dict[str, dict[str, Any]] = {
     "adan": {"lr": 1e-3},
     "nadamw": {"lr": 1e-3},
 }
-
-#: The OptimConfig field the ``momenta`` axis sets (docs/theory.md's 1 - alpha): the EMA momentum
-#: of Muon, NorMuon and SGD; the first-moment beta of the Adam family; Lion's interpolation beta
-#: (the coefficient of the direction its sign acts on).
-MOMENTUM_FIELD = {"adamw": "beta1", "muon": "momentum", "sgd": "momentum", "normuon": "momentum",
-                  "soap": "beta1", "lion": "beta1", "adan": "beta1", "nadamw": "beta1"}
 
 #: Optimizer axes (SweepGrid field -> OptimConfig field), applied in every mode.
 OPTIM_AXES = {"beta2s": "beta2", "weight_decays": "weight_decay", "warmups": "warmup_steps",
@@ -175,10 +164,6 @@ def _per_key(value: Any, what: str, keys: Sequence[str]) -> dict[str, tuple] | t
             raise ValueError(f"SweepGrid.{what}: keys {bad} are not in {list(keys)}")
         return {k: _tuple(v, what) for k, v in value.items()}
     return _tuple(value, what)
-
-
-#: The OptimConfig defaults (for the name parts of the newer fields).
-_OPTIM_DEFAULTS = OptimConfig()
 
 
 @dataclass(frozen=True)
@@ -360,44 +345,3 @@ class SweepGrid:
         if bad:
             raise ValueError(f"SweepGrid: unknown keys {sorted(bad)}; allowed {sorted(known)}")
         return cls(**dict(d))
-
-
-def point_name(cfg: TrainConfig, swept: frozenset[str] | set[str] = frozenset()) -> str:
-    """Deterministic run name carrying every swept value of ``cfg``: the optimizer fields in
-    ``swept`` (``OptimConfig`` field names, see :meth:`SweepGrid.swept`) and every newer field
-    that differs from its default (the module docstring lists the parts)."""
-    o, d, r = cfg.optim, cfg.delay, cfg.run
-    mom = getattr(o, MOMENTUM_FIELD.get(o.name, "momentum"))
-    if d.tau == 0 and d.ef_lambda == 0:
-        mode = "sync"
-    elif d.ef_lambda == 0:
-        mode = "2bw"
-    else:
-        mode = "2bw+ef"
-    parts = [o.name, mode, f"lr{o.lr:g}", f"mom{mom:g}", f"bs{r.batch_size}"]
-    if "beta2" in swept:
-        parts.append(f"beta2_{o.beta2:g}")
-    if "weight_decay" in swept:
-        parts.append(f"wd{o.weight_decay:g}")
-    if "warmup_steps" in swept:
-        parts.append(f"warm{o.warmup_steps}")
-    if "schedule" in swept:
-        parts.append(o.schedule)
-    if "grad_clip" in swept or o.grad_clip != 0.0:
-        parts.append(f"clip{o.grad_clip:g}")
-    if o.wsd_decay_fraction != _OPTIM_DEFAULTS.wsd_decay_fraction:
-        parts.append(f"wsdf{o.wsd_decay_fraction:g}")
-    if mode != "sync":
-        parts.append(f"tau{d.tau}")
-    if mode == "2bw+ef":
-        parts.append(f"lam{d.ef_lambda:g}")
-    if d.correction != "none":
-        parts.append(f"{d.correction}{d.correction_coef:g}")
-    if d.sync_start:
-        parts.append(f"sync{d.sync_start}")
-    if d.sync_cooldown:
-        parts.append(f"cool{d.sync_cooldown}")
-    parts.extend(([f"pp{r.stages}"] if r.pipeline != "none" else [])
-                 + (["compiled"] if r.compile else []))
-    parts.append(f"s{r.seed}")
-    return "-".join(parts)

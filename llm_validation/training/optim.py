@@ -72,7 +72,6 @@ __all__ = [
     "ChainedOptimizer",
     "build_optimizer",
     "lr_factor",
-    "lr_at",
     "set_lr",
     "group_geometry",
     "optimizer_kind",
@@ -278,11 +277,6 @@ def lr_factor(step: int, cfg: OptimConfig, total_steps: int | None = None) -> fl
     if cfg.schedule == "cosine":
         return r + (1.0 - r) * 0.5 * (1.0 + math.cos(math.pi * progress))
     return 1.0 - (1.0 - r) * progress
-
-
-def lr_at(step: int, cfg: OptimConfig, total_steps: int | None = None) -> float:
-    """Learning rate (of the main groups) at ``step``: ``cfg.lr * lr_factor(...)``."""
-    return cfg.lr * lr_factor(step, cfg, total_steps)
 
 
 def set_lr(optimizer: Any, factor: float) -> None:

@@ -1,2 +1,2 @@
 """Verdicts from run directories: run tables and pairing, statistical inference, assumption /
-bound / trend checks, plots and the report (``delaybound validate``)."""
+bound / trend checks, figures and the report (``delaybound validate``)."""

@@ -1,8 +1,8 @@
 """``report.md``: the demo's (or a validation's) single readable output.
 
 :func:`write_report` renders, in order: what was run and how long it took, the theorem table,
-the numeric verification summary with the rate plots, the headline verdicts (each optimizer's
-delay cost and EF's share of it, AdamW vs Muon, EF gains) with their numbers, every plot of the validation, the full verdict list
+the numeric verification summary with the rate figures, the headline verdicts (each optimizer's
+delay cost and EF's share of it, AdamW vs Muon, EF gains) with their numbers, every figure of the validation, the full verdict list
 (``ValidationReport.to_markdown``), the run table, notes, and last the advice for the runs
 (``delaybound advise``: markdown lines made by the caller). Image links are relative to the
 report's folder, so the folder can be moved or published as is. The file is written atomically
@@ -67,9 +67,9 @@ def write_report(path: str | Path, *, title: str = "delaybound demo report",
                  intro: Sequence[str] = (), stages: Sequence[Mapping[str, Any]] = (),
                  theorems: Sequence[Mapping[str, Any]] | None = None,
                  verification: Mapping[str, Any] | None = None,
-                 rate_plots: Sequence[str | Path] = (),
+                 rate_figures: Sequence[str | Path] = (),
                  validation: ValidationReport | None = None,
-                 validation_plots: Mapping[str, str | Path] | None = None,
+                 validation_figures: Mapping[str, str | Path] | None = None,
                  notes: Sequence[str] = (), advice: Sequence[str] = ()) -> Path:
     """Write ``path`` (markdown) from whatever parts exist so far; returns the path."""
     path = Path(path)
@@ -85,14 +85,14 @@ def write_report(path: str | Path, *, title: str = "delaybound demo report",
               "Each bound is a sympy expression checked by `delaybound theory check`; "
               "`delaybound theory show NAME` prints the statement, assumptions and proof.", ""]
         L += _table(theorems, ("name", "title", "bound")) + [""]
-    if verification is not None or rate_plots:
+    if verification is not None or rate_figures:
         L += ["## 2. Numeric verification", ""]
         if verification is not None:
             L += [f"`delaybound verify`: {verification.get('summary', '')}", ""]
             rows = verification.get("rows")
             if rows:
                 L += _table(rows, ("theorem", "instances", "violations", "worst_ratio")) + [""]
-        for p in rate_plots:
+        for p in rate_figures:
             L += [f"![{Path(p).stem}]({_rel(p, root)})", ""]
     if validation is not None:
         L += ["## 3. Headline: sync vs PipeDream-2BW on the tiny model", ""]
@@ -107,12 +107,12 @@ def write_report(path: str | Path, *, title: str = "delaybound demo report",
             if vid in ids:
                 L += _headline(validation.get(vid))
         L += [""]
-    if validation_plots:
+    if validation_figures:
         L += ["## 4. Plots", ""]
-        for name, p in validation_plots.items():
+        for name, p in validation_figures.items():
             L += [f"**{PLOT_CAPTIONS.get(name, name)}**", "", f"![{name}]({_rel(p, root)})", ""]
     if validation is not None:
-        links = {n: _rel(p, root) for n, p in (validation_plots or {}).items()}
+        links = {n: _rel(p, root) for n, p in (validation_figures or {}).items()}
         L += ["## 5. All verdicts", "", validation.to_markdown(links), ""]
         if validation.runs:
             L += ["## 6. Runs", ""] + _table(

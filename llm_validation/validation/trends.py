@@ -38,7 +38,6 @@ from llm_validation.validation.groups import (
 )
 from llm_validation.validation.contrast import share_removed_interval
 from llm_validation.validation.inference import (
-    Interval,
     fit_linear,
     fit_pl_tau_shape,
     fit_power_law,
@@ -52,7 +51,6 @@ from llm_validation.validation.verdict import Verdict, combine, decide, missing
 __all__ = [
     "EXPONENT_BAND",
     "MIN_TREND_LEVELS",
-    "BOOTSTRAP_SEED",
     "adamw_vs_muon_check",
     "ef_gain_check",
     "ef_share_check",
@@ -70,8 +68,6 @@ EXPONENT_BAND = (1.0, 3.0)
 #: Fewest distinct settings for a fitted trend (an exponent, a slope across conditions); two
 #: settings give a difference, not a trend.
 MIN_TREND_LEVELS = 3
-#: Seed of every bootstrap here (results must not change between invocations).
-BOOTSTRAP_SEED = 20240601
 
 
 

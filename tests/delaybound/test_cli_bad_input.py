@@ -27,7 +27,7 @@ CASES = [
                           "--out {file}", "{file}"),
     ("sweep-out-file", "sweep --out {file} --steps 1 --dry-run", "{file}"),
     ("reproduce-out-file", "reproduce --quick --claims dcasgd --out {file}", "{file}"),
-    ("validate-plots-file", "validate {runs} --plots {file}", "{file}"),
+    ("validate-figures-file", "validate {runs} --figures {file}", "{file}"),
     ("validate-report-dir", "validate {runs} --report {dir}", "{dir}"),
     # values
     ("sweep-lr-word", "sweep --out {tmp}/s --lr abc", "--lr"),

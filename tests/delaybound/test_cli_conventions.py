@@ -16,6 +16,9 @@ from delaybound.cli import build_parser, help_without_default, main
 ROOT = Path(__file__).resolve().parents[2]
 #: Development history in user-facing text: issue numbers (not a path such as
 #: ``claims_tiny/issue16/``, a folder name), "predates", "since commit".
+#: Ledgers kept as the record of how an earlier rule set read its runs (their claims.md is that
+#: assembly's output, word for word); every current ledger's claims.md is checked.
+ARCHIVED_LEDGERS = ("issue16", "first_look")
 HISTORY = re.compile(r"\bissues? ?[#_-]?\d+(?![\d/])|\bpredate|\bsince commit", re.IGNORECASE)
 
 
@@ -50,6 +53,8 @@ def test_no_issue_numbers_or_history_in_help_or_docs():
     docs += [ROOT / "docs" / p for p in sorted(p.name for p in (ROOT / "docs").glob("*.md"))]
     docs += sorted((ROOT / "docs").glob("claims_*/README.md"))
     docs += sorted((ROOT / "docs").glob("claims_*/*/README.md"))
+    docs += [p for p in sorted((ROOT / "docs").glob("claims_*/**/claims.md"))
+             if p.parent.name not in ARCHIVED_LEDGERS]
     for path in docs:
         rel = path.relative_to(ROOT).as_posix()
         for i, line in enumerate(path.read_text().splitlines(), 1):

@@ -194,7 +194,7 @@ def test_read_only_folder_one_line_per_command(tmp_path, capsys):
                          ["demo", "--quick", "--out", str(base / "demo")],
                          ["reproduce", "--quick", "--claims", "dcasgd", "--out",
                           str(base / "rep")],
-                         ["validate", str(run), "--plots", str(base / "plots")]):
+                         ["validate", str(run), "--figures", str(base / "figures")]):
                 code = main(argv)
                 err = capsys.readouterr().err.strip()
                 assert code == 2 and len(err.splitlines()) == 1, (argv, err)

@@ -32,13 +32,13 @@ def test_list_json_has_all_claims(capsys):
     first = d["claims"][0]["statements"]
     assert [s["id"] for s in first] == ["1a", "1b", "T1"] and "appendix" in first[1]["source"]
     assert d["cost_model"]["source"] == "constants"      # no calibration without --out
-    stages = {s["stage"]: s for s in d["stages"]}
-    assert list(stages) == ["lr-sweep", "claims", "extra-seeds"]
-    assert stages["lr-sweep"]["estimated_process_s"] > 0 and stages["lr-sweep"]["seeds"] >= 2
-    assert stages["extra-seeds"]["policy"]["max_seeds"] == 8
-    assert stages["extra-seeds"]["estimated_process_s_max"] > 0
+    phases = {s["phase"]: s for s in d["phases"]}
+    assert list(phases) == ["lr-sweep", "claims", "extra-seeds"]
+    assert phases["lr-sweep"]["estimated_process_s"] > 0 and phases["lr-sweep"]["seeds"] >= 2
+    assert phases["extra-seeds"]["policy"]["max_seeds"] == 8
+    assert phases["extra-seeds"]["estimated_process_s_max"] > 0
     assert d["estimated_process_s"] == pytest.approx(sum(s["estimated_process_s"]
-                                                         for s in d["stages"]), abs=0.5)
+                                                         for s in d["phases"]), abs=0.5)
     assert main(["reproduce", "--list", "--claims", "dcasgd"]) == 0
     out = capsys.readouterr().out
     assert "13. dcasgd (Fig. 14)" in out and "distinct runs" in out
@@ -61,12 +61,12 @@ def test_quick_end_to_end_then_nothing_to_run(tmp_path, capsys):
             "--out", str(tmp_path), "--json", *MICRO]
     assert main(args) == 0
     doc = json.loads(capsys.readouterr().out)
-    # stage 1 trained the lr sweep (its run at the chosen lr may be the claim's own sync run)
+    # phase 1 trained the lr sweep (its run at the chosen lr may be the claim's own sync run)
     assert doc["budget"]["ran"] + doc["budget"]["reused"] == 4
     sweep = json.loads((tmp_path / "lr_sweep.json").read_text())
     assert sweep["optimizers"]["muon"]["source"] in ("sweep", "edge")
     assert (tmp_path / "figures" / "lr_sweep.png").is_file()
-    assert doc["stages"]["lr_sweep"]["optimizers"]["muon"]["lr"] == \
+    assert doc["phases"]["lr_sweep"]["optimizers"]["muon"]["lr"] == \
         sweep["optimizers"]["muon"]["lr"]
     claim = doc["claims"][0]
     assert claim["id"] == "dcasgd" and claim["result"]["status"] == "inconclusive"
@@ -88,7 +88,7 @@ def test_quick_end_to_end_then_nothing_to_run(tmp_path, capsys):
 def test_extra_seeds_phase_writes_the_first_look_then_the_extended_ledger(tmp_path, capsys,
                                                                            monkeypatch):
     """Phase 3 end to end on real micro runs: the seeds policy's extension (forced here: which
-    checks extend is tested in claims/test_stages.py) trains seed 3 of the claim's arms, the
+    checks extend is tested in claims/test_phases.py) trains seed 3 of the claim's arms, the
     first look's ledger is written before (marked pending), the final one after with 4 seeds,
     and a second invocation trains nothing."""
     from llm_validation.claims import phases
@@ -114,7 +114,7 @@ def test_extra_seeds_phase_writes_the_first_look_then_the_extended_ledger(tmp_pa
     assert written == [True, 1, False, 0]
     assert "first look written" in out.err and "phase 3/3: extra seeds" in out.err
     assert doc["budget"]["ran"] == 16 and doc["claims"][0]["result"]["n_seeds"] == 4
-    (ext,) = doc["stages"]["seeds_policy"]["extensions"]
+    (ext,) = doc["phases"]["seeds_policy"]["extensions"]
     assert ext["claim"] == "dcasgd" and ext["seeds"] == 4
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["budget"]["ran"] == 0

@@ -9,7 +9,7 @@ import pytest
 
 from delaybound.cli import main
 from llm_validation.config import DelayConfig, RunConfig, TrainConfig
-from llm_validation.pipeline.schedule import schedule_timeline
+from tests.llm_validation.pipeline.timeline_oracle import schedule_timeline
 from tests.llm_validation.simulation.profiles import hand_profile, write_hand_profile
 
 MODEL = ["--model", "tiny", "--gpu-tflops", "1", "--link-gbps", "100", "--seq-len", "64"]

@@ -20,7 +20,7 @@ def test_validate_json_and_text(tmp_path, capsys):
     st = {v["id"]: v["status"] for v in rep["verdicts"]}
     assert st["gap_adamw_gt_muon"] == "pass"
     assert rep["counts"]["pass"] >= 1 and "paired" in rep["gap_definition"]
-    assert main(["validate", str(tmp_path / "runs"), "--plots", str(tmp_path / "p"),
+    assert main(["validate", str(tmp_path / "runs"), "--figures", str(tmp_path / "p"),
                  "--report", str(tmp_path / "r.md")]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "gap_adamw_gt_muon" in out
@@ -114,12 +114,15 @@ def test_validate_warns_of_damaged_metrics_and_names_the_lost_seed(tmp_path, cap
     assert sum(ln.startswith(f"dropped: {victim.name} (seed 2)") for ln in lines) == len(touched)
 
 
-def test_validate_plots_of_a_single_run_say_why_none(tmp_path, capsys):
-    """A single run has nothing to compare: the --plots folder stays empty and one note says
+def test_validate_figures_of_a_single_run_say_why_none(tmp_path, capsys):
+    """A single run has nothing to compare: the --figures folder stays empty and one note says
     why (issue 33)."""
     headline(tmp_path / "runs", {"adamw": 0.3})
     one = next(p for p in sorted((tmp_path / "runs").iterdir()) if "sync" in p.name)
-    assert main(["validate", str(one), "--plots", str(tmp_path / "p")]) == 0
+    assert main(["validate", str(one), "--figures", str(tmp_path / "p")]) == 0
     err = capsys.readouterr().err
     assert not list((tmp_path / "p").iterdir())
-    assert f"no plot written to {tmp_path / 'p'}" in err and "none to compare" in err
+    assert f"no figure written to {tmp_path / 'p'}" in err and "none to compare" in err
+    # the flag's older name still works (hidden from --help)
+    assert main(["validate", str(one), "--plots", str(tmp_path / "q")]) == 0
+    assert "no figure written to" in capsys.readouterr().err

@@ -39,7 +39,7 @@ from llm_validation.claims.catalogue.recipe import BETA2, GRAD_CLIP, LR_SCHEDULE
 from llm_validation.claims.catalogue.size import SIZE_LADDER
 from llm_validation.claims.record.claim import Claim
 
-__all__ = ["CLAIMS", "claim_ids", "get_claims", "ON_REQUEST", "thresholds"]
+__all__ = ["CLAIMS", "get_claims", "ON_REQUEST", "thresholds"]
 
 #: Every claim, in the paper's order (a new claim: one line here).
 _CLAIMS: tuple[Claim, ...] = (
@@ -52,10 +52,6 @@ CLAIMS = {c.id: c for c in _CLAIMS}
 #: Claims run only where asked for (``--claims``) or by a scale that lists them (the size
 #: ladder's scales): the default selection of the other scales leaves them out.
 ON_REQUEST = frozenset({"size-ladder"})
-
-
-def claim_ids() -> tuple[str, ...]:
-    return tuple(CLAIMS)
 
 
 def get_claims(ids: Iterable[str] | None = None) -> list[Claim]:

@@ -5,6 +5,8 @@
   :mod:`~llm_validation.claims.decide.sequential`: p-values, the seeds an open check needs,
   the two-look seeds policy;
 - :mod:`~llm_validation.claims.decide.familywise`: Holm's family-wise control (BH beside it);
+- :mod:`~llm_validation.claims.decide.gatekeeping`: the central statements first, side readings
+  once their central statement is decided (the ledger's paper family);
 - :mod:`~llm_validation.claims.decide.decisions`: a verdict per statement, the claim's status;
 - :mod:`~llm_validation.claims.decide.data`: a claim's run directories and paired numbers;
 - :mod:`~llm_validation.claims.decide.regime`: margins and thresholds as a compute-equivalent lag;

@@ -19,10 +19,16 @@ Kinds (``KINDS``; a new kind is one decision function registered in ``_DECIDE``)
   lie on opposite sides of 0, or one excludes 0 while another lies inside its margin (one
   optimizer shows an effect, another none), or all lie inside their margins; fail when every
   interval lies on the same side of 0;
-- ``divergence`` (``inputs`` grad / update: 1 = diverged): pass when every gradient-level seed
-  diverged and no update-level one did; fail when none diverged, unless ``short_runs`` (the
-  runs' tokens per parameter, below the paper's 20) is set: then inconclusive (too short to
-  show a divergence);
+- ``divergence`` (``inputs`` grad / update: 1 = diverged): an event rate decided against a
+  stated detection power (:func:`llm_validation.validation.event_rate.event_rate`, exact
+  one-sided Clopper-Pearson bounds at ``1 - level``): "diverges" is read as "in at least
+  ``params["rate"]`` of the runs" (:data:`DIVERGENCE_RATE`, "usually"). Pass when the
+  gradient-level rate is shown to be at least that and the update-level rate below it; fail
+  when the gradient-level rate is shown to be below it, which zero divergences can show
+  only in as many runs as would have shown a divergence at that rate with probability ``1 -
+  alpha`` (:func:`~llm_validation.validation.event_rate.runs_to_refute`); otherwise
+  inconclusive, with the runs a refutation needs. Runs shorter than the paper's 20 tokens
+  per parameter (``short_runs``) keep a fail inconclusive (too short to show a divergence);
 - ``all`` / ``most`` (``parts``): all pass / a strict majority passes (fail: any part fails /
   a majority can no longer pass).
 
@@ -41,12 +47,17 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from llm_validation.validation.contrast import contrast, contrast_interval
+from llm_validation.validation.event_rate import event_rate, runs_to_refute
 from llm_validation.validation.inference import DEFAULT_LEVEL, Interval, level_text
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, MIN_SEEDS, PASS, decide
 
-__all__ = ["Check", "KINDS", "SEED_KINDS", "GROUP_KINDS", "PART_KINDS", "make", "diff", "aggregate",
+__all__ = ["DIVERGENCE_RATE", "Check", "KINDS", "SEED_KINDS", "GROUP_KINDS", "PART_KINDS", "make", "diff", "aggregate",
            "not_measured", "recheck", "decide_samples", "number", "seeds_of", "level_of", "at_level",
            "with_missing"]
+
+#: The rate "diverges" is read as (the share of runs that diverge, at least): "usually". The
+#: ``divergence`` kind's default; a claim states its own in ``params["rate"]``.
+DIVERGENCE_RATE = 0.5
 
 #: Kinds decided on one per-seed sample, on per-group samples, and on parts.
 SEED_KINDS = ("side", "equivalence", "differs", "not_better")
@@ -240,15 +251,22 @@ def _divergence(inputs, p) -> tuple[str, str]:
             f"{int(sum(du.values()))}/{len(du)}")
     if n < MIN_SEEDS:
         return INCONCLUSIVE, f"{_few(n)} ({text})"
-    if not any(dg.values()):
-        if p.get("short_runs"):          # issue 26: absence in short runs is not a refutation
-            return INCONCLUSIVE, (f"no gradient-level run diverged, but the runs are too "
-                                  f"short to show one ({p['short_runs']}; the paper's runs "
-                                  f"reach >= 20) ({text})")
-        return FAIL, f"no gradient-level run diverged ({text})"
-    if all(dg.values()) and not any(du.values()):
-        return PASS, f"every gradient-level run diverged, no update-level run did ({text})"
-    return INCONCLUSIVE, f"mixed outcomes ({text})"
+    rate, alpha = float(p.get("rate", DIVERGENCE_RATE)), 1.0 - level_of(p)
+    g = event_rate(int(sum(dg.values())), len(dg), rate, alpha)
+    u = event_rate(int(sum(du.values())), len(du), rate, alpha)
+    power = (f"the claim read as a divergence rate >= {rate:g}: {runs_to_refute(rate, alpha)} "
+             f"runs without one refute it at {1 - alpha:.1%}")
+    if g.status == FAIL:
+        if p.get("short_runs"):          # absence in short runs is not a refutation
+            return INCONCLUSIVE, (f"gradient-level: {g.reason}, but the runs are too short "
+                                  f"to show a divergence ({p['short_runs']}; "
+                                  f"the paper's runs reach >= 20) ({text})")
+        return FAIL, f"gradient-level: {g.reason} ({power}; {text})"
+    if g.status == PASS and u.status == FAIL:
+        return PASS, f"gradient-level: {g.reason}; update-level: {u.reason} ({text})"
+    if g.status != PASS:
+        return INCONCLUSIVE, f"gradient-level: {g.reason} ({power}; {text})"
+    return INCONCLUSIVE, f"update-level: {u.reason} (it must be shown < {rate:g}; {text})"
 
 
 _GROUP_RULES = {"same_sign": _same_sign, "no_consistent_effect": _no_consistent_effect,

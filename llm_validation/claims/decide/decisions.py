@@ -16,6 +16,8 @@ from typing import Any, Mapping, Sequence
 
 from llm_validation.claims.decide.checks import Check, at_level
 from llm_validation.claims.decide.familywise import LOOKS, decide_family
+from llm_validation.claims.decide.gatekeeping import decide_gated
+from llm_validation.claims.decide.pvalues import nominal_pvalue, signflip_floor, signflip_pvalue
 from llm_validation.claims.record.claim import PAPER, THEORY, Claim, Statement
 from llm_validation.claims.decide.seeds import with_seeds_needed
 from llm_validation.validation.inference import Interval
@@ -24,15 +26,18 @@ from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS, Verdict,
 __all__ = ["StatementResult", "ClaimResult", "result", "agreement", "old_status",
            "decide_ledger", "FAMILY_ALPHA", "CLAIM_RULE", "OLD_CLAIM_RULE"]
 
-#: The family-wise error rate of the ledger's verdicts (Holm), the protocol's.
+#: The family-wise error rate of the ledger's verdicts (gatekeeping), the protocol's.
 FAMILY_ALPHA = 0.05
 #: How a claim's status follows from its paper statements (shown in claims.md).
 CLAIM_RULE = ("a claim's status is the verdict of its central statement (the paper's own "
-              "sentence in its plainest reading), decided under family-wise error control "
-              "(Holm over every leaf check of the paper's statements of the ledger); its other "
-              "statements are side readings (the paper's wording) or the project's readings, "
-              "reported beside it with their own verdicts; a claim with no paper statement "
-              "(17) is the theory's and is counted in the theory section only")
+              "sentence in its plainest reading), decided under family-wise error control by "
+              "gatekeeping: the leaf checks of the ledger's central statements form the primary "
+              "family (Holm among them), and the checks of a claim's side readings (the paper's "
+              "wording) and the project's readings are tested only once its central statement "
+              "is decided, with the level it passes on, so a central verdict does not depend "
+              "on how many side checks the ledger carries; the side readings are reported "
+              "beside it with their own verdicts; a claim with no paper statement (17) is the "
+              "theory's and is counted in the theory section only")
 #: The rule of the ledgers before issue 26, shown beside the new counts.
 OLD_CLAIM_RULE = ("a claim passes when every one of its paper statements passes, fails when "
                   "any fails, and is inconclusive otherwise (each check at its own level)")
@@ -203,13 +208,18 @@ def old_status(res: "ClaimResult") -> str:
 
 def decide_ledger(results: Sequence[ClaimResult], alpha: float = FAMILY_ALPHA,
                   looks: float = LOOKS) -> tuple[list[ClaimResult], dict[str, Any]]:
-    """Every statement of the ledger decided under family-wise control: the leaves of the
-    paper's statements form one Holm family at ``alpha``, the theory's another
-    (:func:`~llm_validation.claims.decide.familywise.decide_family`); each statement keeps its per-check
-    status and gets its Benjamini-Hochberg one beside (``StatementResult.per_check``,
-    ``fdr``), each leaf its raw, Holm and BH p-values (``params``: ``p_raw``, ``p_adj``,
-    ``p_bh``). ``looks``: the seeds policy's Bonferroni factor (``family.looks_factor``).
-    Returns the results and the two families' summaries."""
+    """Every statement of the ledger decided under family-wise control at ``alpha``: the
+    leaves of the paper's statements by gatekeeping (the central statements first, a side or
+    project reading once its central statement is decided:
+    :func:`~llm_validation.claims.decide.gatekeeping.decide_gated`), the theory's as one Holm
+    family (:func:`~llm_validation.claims.decide.familywise.decide_family`); each statement
+    keeps its per-check status and gets its Benjamini-Hochberg one beside
+    (``StatementResult.per_check``, ``fdr``), each leaf its raw, adjusted and BH p-values
+    (``params``: ``p_raw``, ``p_adj``, ``p_bh``) and, beside its t p-value (``p_t``), the
+    exact sign-flip one and its floor (``p_signflip``, ``p_signflip_floor``;
+    :func:`~llm_validation.claims.decide.pvalues.signflip_pvalue`). ``looks``: the seeds
+    policy's Bonferroni factor (``family.looks_factor``). Returns the results and the two
+    families' summaries."""
     out, summary = list(results), {}
     for section in (PAPER, THEORY):
         idx = [(i, j) for i, r in enumerate(results) for j, st in enumerate(r.statements)
@@ -217,13 +227,21 @@ def decide_ledger(results: Sequence[ClaimResult], alpha: float = FAMILY_ALPHA,
         if not idx:
             continue
         checks = [results[i].statements[j].check for i, j in idx]
-        holm, hs = decide_family(checks, alpha, "holm", looks=looks)
+        if section == PAPER:
+            fam, fs = decide_gated(checks, [results[i].id for i, _ in idx],
+                                   [results[i].statements[j].statement.central
+                                    for i, j in idx], alpha, looks=looks)
+            bonferroni = fs["primary_size"]
+        else:
+            fam, fs = decide_family(checks, alpha, "holm", looks=looks)
+            bonferroni = fs["family_size"]
         bh, bs = decide_family(checks, alpha, "bh", looks=looks)
-        summary[section] = {"holm": hs, "bh": {k: bs[k] for k in ("family_size", "decided")}}
-        for (i, j), h, b, per in zip(idx, holm, bh, checks):
+        summary[section] = {fs["method"]: fs,
+                            "bh": {k: bs[k] for k in ("family_size", "decided")}}
+        for (i, j), h, b, per in zip(idx, fam, bh, checks):
             stmts = list(out[i].statements)
-            need = 1.0 - alpha / (looks * max(hs["family_size"], 1))
-            check = with_seeds_needed(_family_need(_with_bh(h, b), need))
+            need = 1.0 - alpha / (looks * max(bonferroni, 1))
+            check = with_seeds_needed(_family_need(_with_signflip(_with_bh(h, b)), need))
             stmts[j] = StatementResult(statement=stmts[j].statement, check=check,
                                        per_check=per.status, fdr=b.status)
             out[i] = out[i].with_statements(tuple(stmts))
@@ -238,6 +256,23 @@ def _family_need(c: Check, level: float) -> Check:
     if not c.parts and "p_raw" in params and c.status == INCONCLUSIVE:
         params["need_level"] = level
     return Check(**{**c.__dict__, "params": params, "parts": parts})
+
+
+def _with_signflip(c: Check) -> Check:
+    """``c`` with every leaf that has a p-value carrying its t p-value (``p_t``) and the exact
+    sign-flip one beside it (``p_signflip``, floor ``p_signflip_floor``), both in its reason."""
+    parts = tuple(_with_signflip(p) for p in c.parts)
+    flip = None if c.parts else signflip_pvalue(c)
+    if flip is None:             # an aggregate of one part shows that part's reason
+        reason = parts[0].reason if len(parts) == 1 else c.reason
+        return Check(**{**c.__dict__, "parts": parts, "reason": reason})
+    floor, t_p = signflip_floor(c), float(nominal_pvalue(c))
+    at_floor = "; at its floor" if flip <= floor else ""
+    text = (f"t p = {t_p:.2g}, sign-flip p = {flip:.2g} (exact; it cannot fall below "
+            f"2/2^{c.n_seeds} = {floor:.2g} with {c.n_seeds} seeds{at_floor})")
+    return Check(**{**c.__dict__, "parts": parts, "reason": f"{c.reason}; {text}",
+                    "params": {**c.params, "p_t": t_p, "p_signflip": flip,
+                               "p_signflip_floor": floor}})
 
 
 def _with_bh(h: Check, b: Check) -> Check:

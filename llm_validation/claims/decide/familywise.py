@@ -66,7 +66,8 @@ from llm_validation.validation.inference import Interval, level_text
 from llm_validation.validation.multiplicity import METHODS, adjusted, rejection_levels
 from llm_validation.validation.verdict import INCONCLUSIVE, MIN_SEEDS, STATUSES
 
-__all__ = ["looks_factor", "LOOKS", "RULES", "leaves", "check_from_dict", "decide_family"]
+__all__ = ["looks_factor", "LOOKS", "RULES", "leaves", "check_from_dict", "outside_reason",
+           "redecide", "rebuild", "status_counts", "decide_family"]
 
 
 def looks_factor(policy: SeedPolicy = DEFAULT_POLICY) -> float:
@@ -81,6 +82,7 @@ LOOKS = looks_factor(DEFAULT_POLICY)
 #: How each method's rule reads in a reason.
 RULES = {"holm": "Holm's family-wise control",
          "bh": "Benjamini-Hochberg's false-discovery-rate control",
+         "gatekeeping": "gatekeeping (central statements first)",
          "none": "no adjustment"}
 
 
@@ -109,7 +111,7 @@ def check_from_dict(d: Mapping[str, Any]) -> Check:
                  seeds_needed=dict(d["seeds_needed"]) if d.get("seeds_needed") else None)
 
 
-def _outside_reason(c: Check) -> str:
+def outside_reason(c: Check) -> str:
     """Why a leaf is outside the family."""
     if c.kind == "divergence":
         return "divergence counts outcomes: no p-value"
@@ -121,7 +123,7 @@ def _outside_reason(c: Check) -> str:
     return f"only {min(sizes)} seed(s); a verdict needs >= {MIN_SEEDS}"
 
 
-def _redecide(c: Check, per: Check, *, p_raw: float, p_adj: float, level: float,
+def redecide(c: Check, per: Check, *, p_raw: float, p_adj: float, level: float,
               alpha: float, method: str, k: int, looks: float) -> Check:
     """Leaf ``c`` decided at ``1 - level / looks`` when rejected (``level`` not NaN), else
     inconclusive (``per``: ``c`` at the per-check level, shown in the reason); the family's
@@ -144,21 +146,21 @@ def _redecide(c: Check, per: Check, *, p_raw: float, p_adj: float, level: float,
     return Check(**{**out.__dict__, "params": {**out.params, **family}})
 
 
-def _rebuild(c: Check, new: Mapping[int, Check], counter: list[int]) -> Check:
+def rebuild(c: Check, new: Mapping[int, Check], counter: list[int]) -> Check:
     """``c`` with its leaves replaced by ``new`` (index in depth-first order -> leaf) and
     its aggregates decided again from their new parts."""
     if c.kind not in PART_KINDS:
         i = counter[0]
         counter[0] += 1
         return new.get(i, c)
-    parts = tuple(_rebuild(p, new, counter) for p in c.parts)
+    parts = tuple(rebuild(p, new, counter) for p in c.parts)
     agg = aggregate(c.label, c.kind, parts)
     out = Check(**{**c.__dict__, "status": agg.status, "reason": agg.reason, "parts": parts,
                    "n_seeds": agg.n_seeds})
     return with_missing(out, str(c.params.get("missing", "")))
 
 
-def _counts(checks: Sequence[Check]) -> dict[str, int]:
+def status_counts(checks: Sequence[Check]) -> dict[str, int]:
     """Checks per status."""
     return {s: sum(c.status == s for c in checks) for s in STATUSES}
 
@@ -186,14 +188,14 @@ def decide_family(checks: Sequence[Check], alpha: float = 0.05, method: str = "h
     p_adj = adjusted(p_raw, method)
     levels = rejection_levels(p_raw, alpha, method)
     per_check = [at_level(flat[i], 1.0 - alpha / looks) for i in inside]
-    new = {i: _redecide(flat[i], per_check[j], p_raw=float(p_raw[j]), p_adj=float(p_adj[j]),
+    new = {i: redecide(flat[i], per_check[j], p_raw=float(p_raw[j]), p_adj=float(p_adj[j]),
                         level=float(levels[j]), alpha=alpha, method=method, k=k, looks=looks)
            for j, i in enumerate(inside)}
     counter = [0]
-    out = [_rebuild(c, new, counter) for c in checks]
+    out = [rebuild(c, new, counter) for c in checks]
     summary = {"method": method, "alpha": alpha, "looks": looks, "family_size": k,
                "per_check_level": 1.0 - alpha / looks,
-               "decided": _counts(list(new.values())), "per_check": _counts(per_check),
-               "outside": [{"label": c.label, "kind": c.kind, "why": _outside_reason(c)}
+               "decided": status_counts(list(new.values())), "per_check": status_counts(per_check),
+               "outside": [{"label": c.label, "kind": c.kind, "why": outside_reason(c)}
                            for i, c in enumerate(flat) if i not in new]}
     return out, summary

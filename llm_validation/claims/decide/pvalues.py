@@ -16,7 +16,7 @@ Algorithm
     For per-seed values with mean ``m``, spread ``s`` and ``n`` seeds, the interval at level
     ``1 - a`` is ``m +- t_{n-1, 1-a/2} s / sqrt(n)``. It lies above ``b`` iff
     ``T = (m - b) sqrt(n) / s > t_{n-1, 1-a/2}`` iff ``a > 2 P(t_{n-1} > T)``: every "interval
-    above/below a point" event holds exactly for ``a`` above a threshold (:func:`_above_below`).
+    above/below a point" event holds exactly for ``a`` above a threshold (:func:`t_tails`).
     A kind's outcomes are AND / OR of such events, so each outcome (a *route*) holds exactly
     for ``a`` above a threshold too (max for AND, min for OR), and the routes are listed in
     the order :mod:`~llm_validation.claims.decide.checks` tests its cases (the first route below
@@ -58,6 +58,15 @@ Guarantee
     interval to miss on one side, ``a/2``, on at most two routes); with ``G`` groups it is up
     to ``G a / 2``.
 
+Sign-flip companion
+    :func:`signflip_pvalue` computes the same routes with every t tail ``P(t > T)`` replaced
+    by the exact sign-flip tail of the per-seed values against the same point
+    (:func:`llm_validation.validation.permutation.sign_flip_pvalue`, which assumes only
+    symmetric per-seed values, not normal ones). It is printed beside ``p_nom`` and decides
+    nothing. Its floor is ``2 / 2^n`` (two-sided; one-sided ``1 / 2^n``: 1/8, 1/16, 1/32 at
+    3, 4, 5 seeds), :func:`signflip_floor`: at 5 seeds or fewer no sign-flip p-value reaches
+    5%, whatever the data.
+
 Reference
     The duality of tests and confidence intervals (e.g. Lehmann & Romano, *Testing
     Statistical Hypotheses*, 3rd ed., 2005, sec. 3.5); TOST: Schuirmann (1987), J.
@@ -67,16 +76,18 @@ Reference
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 from scipy import special
 
 from llm_validation.claims.decide.checks import PART_KINDS, SEED_KINDS, Check
+from llm_validation.validation.permutation import min_pvalue, sign_flip_pvalue
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, MIN_SEEDS, PASS
 
-__all__ = ["FAMILY_KINDS", "Routes", "seed_routes", "group_routes",
-           "routes", "status_at", "decidable", "nominal_pvalue"]
+__all__ = ["FAMILY_KINDS", "Routes", "Tails", "t_tails", "signflip_tails", "seed_routes",
+           "group_routes", "routes", "status_at", "decidable", "nominal_pvalue",
+           "signflip_pvalue", "signflip_floor"]
 
 #: Kinds with a p-value (``divergence`` and the aggregates have none).
 FAMILY_KINDS = SEED_KINDS + ("same_sign", "no_consistent_effect")
@@ -84,9 +95,11 @@ FAMILY_KINDS = SEED_KINDS + ("same_sign", "no_consistent_effect")
 #: A check's outcomes in the order its kind tests them: (status, threshold) pairs; the status
 #: at level ``1 - a`` is the first whose threshold is below ``a``.
 Routes = tuple[tuple[str, np.ndarray], ...]
+#: A test's two tails against a point: ``(x, point) -> (above, below)`` thresholds.
+Tails = Callable[[np.ndarray, float], tuple[np.ndarray, np.ndarray]]
 
 
-def _above_below(x: np.ndarray, point: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def t_tails(x: np.ndarray, point: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Thresholds (``a`` above which the t interval at ``1 - a`` lies above ``point``; below
     it) of the rows of ``x`` (seeds on the last axis): ``2 P(t > T)``, ``2 P(t < T)``, with
     ``T = (mean - point) sqrt(n) / s``. A zero spread gives ``T = +-inf`` (decided at every
@@ -104,14 +117,30 @@ def _above_below(x: np.ndarray, point: float | np.ndarray) -> tuple[np.ndarray, 
     return 2 * np.where(t >= 0, tail, 1 - tail), 2 * np.where(t >= 0, 1 - tail, tail)
 
 
+def signflip_tails(x: np.ndarray, point: float) -> tuple[np.ndarray, np.ndarray]:
+    """The exact sign-flip counterpart of :func:`t_tails`: ``2 p_greater`` and ``2 p_less``
+    of the rows of ``x`` (seeds on the last axis) against ``point``
+    (:func:`~llm_validation.validation.permutation.sign_flip_pvalue`)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[-1] < 2:
+        ones = np.ones(x.shape[:-1])
+        return ones, ones
+
+    def tail(alt: str) -> np.ndarray:
+        return 2 * np.apply_along_axis(lambda r: sign_flip_pvalue(r, float(point), alt), -1, x)
+    return tail("greater"), tail("less")
+
+
 def _never(shape: tuple[int, ...], *statuses: str) -> Routes:
     """Routes that no level in (0, 1) takes (threshold 1)."""
     return tuple((s, np.ones(shape)) for s in statuses)
 
 
-def seed_routes(kind: str, x: np.ndarray, params: Mapping[str, object]) -> Routes:
+def seed_routes(kind: str, x: np.ndarray, params: Mapping[str, object],
+                tails: Tails = t_tails) -> Routes:
     """The routes of a seed kind on per-seed values ``x`` (seeds on the last axis; leading axes
-    are replicates) with the check's ``params`` (``boundary``/``predicted`` or ``width``)."""
+    are replicates) with the check's ``params`` (``boundary``/``predicted`` or ``width``);
+    ``tails``: the test's tails (:func:`t_tails`, or :func:`signflip_tails`)."""
     x = np.asarray(x, dtype=np.float64)
     if kind not in SEED_KINDS:
         raise ValueError(f"seed_routes: kind={kind!r} is not one of {list(SEED_KINDS)}")
@@ -120,24 +149,25 @@ def seed_routes(kind: str, x: np.ndarray, params: Mapping[str, object]) -> Route
     if x.shape[-1] < MIN_SEEDS:
         return _never(x.shape[:-1], PASS, FAIL)
     if kind == "side":
-        above, below = _above_below(x, float(params["boundary"]))
+        above, below = tails(x, float(params["boundary"]))
         return ((PASS, above), (FAIL, below)) if params["predicted"] == "above" else \
             ((PASS, below), (FAIL, above))
     w = float(params["width"])
     if kind == "not_better":
-        return (FAIL, _above_below(x, 0.0)[1]), (PASS, _above_below(x, -w)[0])
-    inside = np.maximum(_above_below(x, -w)[0], _above_below(x, w)[1])
+        return (FAIL, tails(x, 0.0)[1]), (PASS, tails(x, -w)[0])
+    inside = np.maximum(tails(x, -w)[0], tails(x, w)[1])
     if kind == "equivalence":
-        return (PASS, inside), (FAIL, np.minimum(_above_below(x, w)[0],
-                                                 _above_below(x, -w)[1]))
-    return (PASS, np.minimum(*_above_below(x, 0.0))), (FAIL, inside)     # differs
+        return (PASS, inside), (FAIL, np.minimum(tails(x, w)[0],
+                                                 tails(x, -w)[1]))
+    return (PASS, np.minimum(*tails(x, 0.0))), (FAIL, inside)     # differs
 
 
 def group_routes(kind: str, groups: Mapping[str, np.ndarray],
-                 params: Mapping[str, object]) -> Routes:
+                 params: Mapping[str, object], tails: Tails = t_tails) -> Routes:
     """The routes of ``same_sign`` / ``no_consistent_effect`` on per-group values (name ->
     array, seeds on the last axis, the same leading replicate axes), ``params["widths"]``
-    naming each group's margin (``no_consistent_effect``)."""
+    naming each group's margin (``no_consistent_effect``); ``tails`` as in
+    :func:`seed_routes`."""
     if kind not in ("same_sign", "no_consistent_effect"):
         raise ValueError(f"group_routes: kind={kind!r} has no p-value (group kinds with one: "
                          "same_sign, no_consistent_effect)")
@@ -147,7 +177,7 @@ def group_routes(kind: str, groups: Mapping[str, np.ndarray],
         return _never(shape, FAIL, PASS) if kind == "same_sign" else _never(shape, PASS, FAIL)
     if not all(np.all(np.isfinite(v)) for v in xs.values()):
         raise ValueError("group_routes: group values must be finite")
-    side = {k: _above_below(v, 0.0) for k, v in xs.items()}
+    side = {k: tails(v, 0.0) for k, v in xs.items()}
     above = np.stack([a for a, _ in side.values()])          # [groups, ...replicates]
     below = np.stack([b for _, b in side.values()])
     some = np.maximum(above.min(axis=0), below.min(axis=0))  # one group above, one below
@@ -155,8 +185,8 @@ def group_routes(kind: str, groups: Mapping[str, np.ndarray],
     if kind == "same_sign":
         return (FAIL, some), (PASS, every)
     widths = params["widths"]
-    null = np.stack([np.maximum(_above_below(v, -float(widths[k]))[0],
-                                _above_below(v, float(widths[k]))[1]) for k, v in xs.items()])
+    null = np.stack([np.maximum(tails(v, -float(widths[k]))[0],
+                                tails(v, float(widths[k]))[1]) for k, v in xs.items()])
     effect_and_null = np.maximum(np.minimum(above, below).min(axis=0), null.min(axis=0))
     passes = np.minimum(np.minimum(some, effect_and_null), null.max(axis=0))
     return (PASS, passes), (FAIL, every)
@@ -178,8 +208,9 @@ def decidable(c: Check) -> bool:
     return False
 
 
-def routes(c: Check) -> Routes | None:
-    """The routes of a leaf check (scalar thresholds); None for ``divergence``."""
+def routes(c: Check, tails: Tails = t_tails) -> Routes | None:
+    """The routes of a leaf check (scalar thresholds) under the test of ``tails``; None for
+    ``divergence``."""
     if c.kind in PART_KINDS:
         raise ValueError(f"routes: {c.label!r} is an {c.kind!r} aggregate; its leaves have "
                          "p-values, it has none")
@@ -187,10 +218,10 @@ def routes(c: Check) -> Routes | None:
         return None
     if c.kind in SEED_KINDS:
         return seed_routes(c.kind, np.array(list(c.samples.values()), dtype=np.float64),
-                           c.params)
+                           c.params, tails)
     if any(not v for v in c.inputs.values()):                # a group not measured
         return _never((), PASS, FAIL)
-    return group_routes(c.kind, _groups(c), c.params)
+    return group_routes(c.kind, _groups(c), c.params, tails)
 
 
 def status_at(rts: Routes, a: np.ndarray | float) -> np.ndarray:
@@ -211,3 +242,19 @@ def nominal_pvalue(c: Check) -> float | None:
     if rts is None:
         return None
     return float(min(1.0, min(float(t) for _, t in rts)))
+
+
+def signflip_pvalue(c: Check) -> float | None:
+    """The sign-flip companion of :func:`nominal_pvalue` (module docstring): the same routes,
+    every t tail replaced by the exact sign-flip tail; None where the check has no p-value
+    (``divergence``, or not :func:`decidable`)."""
+    if not decidable(c):
+        return None
+    rts = routes(c, signflip_tails)
+    return None if rts is None else float(min(1.0, min(float(t) for _, t in rts)))
+
+
+def signflip_floor(c: Check) -> float:
+    """The smallest value :func:`signflip_pvalue` can take on ``c``'s seed count: ``2 / 2^n``
+    (``n`` = :attr:`Check.n_seeds`, the fewest seeds of a group for the group kinds)."""
+    return min_pvalue(max(c.n_seeds, 1), "two-sided")

@@ -1,9 +1,11 @@
-"""The ledger's first stage: each optimizer's peak lr, swept on synchronous runs at the scale.
+"""The ledger's first phase: each optimizer's peak lr, swept on synchronous runs at the scale.
 
 Algorithm
     Per optimizer, synchronous base runs of the scale (its steps, batch, schedule) at the lrs
     ``base * LR_RATIO^k`` for ``k`` in :data:`FIRST_GRID` (``base`` = the scale's lr), over
-    :data:`SWEEP_SEEDS` seeds. The score of an lr is the mean final validation loss over its
+    :data:`SWEEP_SEEDS` seeds, numbered from :data:`FIRST_SWEEP_SEED` so that no claim uses
+    them (the claims' seeds count from 0; the lr is not chosen on the runs it is then judged
+    by). The score of an lr is the mean final validation loss over its
     seeds (a diverged or unfinished seed scores ``inf``: an lr that diverges for one seed is
     not chosen). When the best lr sits on an edge of the grid, the grid is widened by one
     point past that edge and the new runs are trained; this repeats until the best is interior
@@ -13,8 +15,9 @@ Algorithm
 
 Reuse
     The runs live in the ledger's ``runs/`` with every other run (named by their config, so a
-    second invocation trains nothing and the base-lr runs are the claims' own synchronous
-    runs of seeds 0-1); the table is ``lr_sweep.json`` and the figure ``figures/lr_sweep.png``.
+    second invocation trains nothing); the sweep's seeds are its own, so its base-lr runs
+    are not the claims' synchronous runs (ledgers swept before this rule, on seeds 0-1, keep
+    their sweeps: an assembly reads ``lr_sweep.json``, it does not sweep again); the table is ``lr_sweep.json`` and the figure ``figures/lr_sweep.png``.
     ``--set OPT:optim.lr=X`` (or ``--set optim.lr=X``) skips the sweep for that optimizer and
     uses ``X``.
 
@@ -33,10 +36,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from llm_validation.claims.plan.scales import Scale, base_config
 from llm_validation.records.atomic_io import read_json, write_json
+from llm_validation.records.run_name import run_name
 from llm_validation.sweep.grid import parse_override
 from llm_validation.validation.runs import RunRecord, is_complete
 
-__all__ = ["LR_RATIO", "FIRST_GRID", "SWEEP_SEEDS", "MAX_WIDEN", "SWEEP_FILE", "LrChoice",
+__all__ = ["LR_RATIO", "FIRST_GRID", "SWEEP_SEEDS", "FIRST_SWEEP_SEED", "sweep_seeds",
+           "MAX_WIDEN", "SWEEP_FILE", "LrChoice",
            "grid_lrs", "score", "choose", "widen", "overridden", "sweep_configs",
            "tuned_scale", "run_lr_sweep", "sweep_cost", "write_sweep", "read_sweep"]
 
@@ -48,6 +53,15 @@ LR_RATIO = 2.0
 FIRST_GRID = (-1, 0, 1)
 #: Seeds per lr (the issue's ">= 2": two seeds catch an lr that diverges for one of them).
 SWEEP_SEEDS = 2
+#: The sweep's first seed: above any seed a claim runs (the seeds policy stops at
+#: ``max_seeds``, 8 by default; :class:`~llm_validation.claims.reproduce.Options` refuses a
+#: ``max_seeds`` that reaches it).
+FIRST_SWEEP_SEED = 1000
+
+
+def sweep_seeds(n: int = SWEEP_SEEDS) -> tuple[int, ...]:
+    """The sweep's ``n`` seeds: ``FIRST_SWEEP_SEED, FIRST_SWEEP_SEED + 1, ...``."""
+    return tuple(range(FIRST_SWEEP_SEED, FIRST_SWEEP_SEED + n))
 #: Points the grid may grow by past its edges before the edge lr is used as it is.
 MAX_WIDEN = 4
 #: The table, next to claims.json.
@@ -135,7 +149,7 @@ def sweep_configs(scale: Scale, optimizer: str, exponents: Sequence[int], *, see
     out = []
     base = base_config(scale, optimizer, quick=quick, device=device, overrides=overrides)
     for k, lr in zip(exponents, grid_lrs(scale.lrs[optimizer], exponents)):
-        for s in range(seeds):
+        for s in sweep_seeds(seeds):
             cfg = base.replace(optim=dataclasses.replace(base.optim, lr=lr))
             out.append((k, s, cfg.replace(run=dataclasses.replace(cfg.run, seed=s))))
     return out
@@ -166,7 +180,6 @@ def run_lr_sweep(scale: Scale, optimizers: Sequence[str], runs_dir: str | Path,
     """Sweep every optimizer's lr (see the module docstring). ``train`` trains a list of
     (run name, config) into ``runs_dir`` (resumable; finished runs are skipped), so every
     round of widening trains only the new points, all optimizers together."""
-    from llm_validation.claims.plan.plan import run_name
     runs_dir = Path(runs_dir)
     grids: dict[str, tuple[int, ...]] = {}
     out: dict[str, LrChoice] = {}
@@ -186,7 +199,7 @@ def run_lr_sweep(scale: Scale, optimizers: Sequence[str], runs_dir: str | Path,
         train(todo)
         grown = {}
         for o, ks in grids.items():
-            table = {k: {s: v for s in range(seeds)
+            table = {k: {s: v for s in sweep_seeds(seeds)
                          if (v := _read(runs_dir, names[(o, k, s)])) is not None} for k in ks}
             best, interior = choose(table, seeds)
             nxt = widen(ks, best) if len(ks) - len(FIRST_GRID) < MAX_WIDEN else None

@@ -2,15 +2,12 @@
 
 :func:`build_plan` resolves every arm of every selected claim (and its synchronous partner)
 against the scale's base run of its optimizer, for every seed, and keeps one :class:`PlannedRun`
-per distinct config: claims that need the same run share it. A run is named ``<sweep point
-name>-<8 hex digits of the config>`` (``grid.point_name`` plus a digest of the whole config
-except ``out_dir``/``resume``, with the fields of :data:`~llm_validation.config.DIGEST_NEUTRAL`
-(checkpoint and log intervals) at fixed values, and except the fields of
-:data:`~llm_validation.config.DIGEST_LEGACY` while they hold the value the older runs had), so
-two configs never share a directory and the same config always finds its directory again. An arm
-that this checkout cannot configure (a config field or optimizer not there yet), and a
-long-horizon arm (``Arm.long``) of a ``--quick`` plan, becomes an *unavailable* run with the
-reason; the claims that need it come out inconclusive, saying why.
+per distinct config: claims that need the same run share it. A run is named by
+:func:`~llm_validation.records.run_name.run_name` (``<sweep point name>-<8 hex digits of the
+config>``), so two configs never share a directory and the same config always finds its
+directory again. An arm that this checkout cannot configure (a config field or optimizer not
+there yet), and a long-horizon arm (``Arm.long``) of a ``--quick`` plan, becomes an
+*unavailable* run with the reason; the claims that need it come out inconclusive, saying why.
 
 :func:`execute` trains what is missing through :func:`llm_validation.sweep.runner.run_sweep`
 (resumable: finished runs are skipped, interrupted ones resumed; ``index.json`` next to the
@@ -27,8 +24,6 @@ x OPT_COST[optimizer]``; the wall time is about that over ``--jobs``.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import shutil
 import sys
 import time
@@ -41,15 +36,19 @@ from llm_validation.claims.record.arms import Unavailable, resolve
 from llm_validation.claims.record.claim import Claim
 from llm_validation.claims.plan.calibration import CostModel, constant_model
 from llm_validation.claims.plan.scales import Scale, base_config
-from llm_validation.config import DIGEST_LEGACY, OPTIMIZERS, TrainConfig, neutral_dict
+from llm_validation.config import OPTIMIZERS, TrainConfig
+from llm_validation.records.run_name import run_name
 from llm_validation.rundir import RunPaths
-from llm_validation.sweep.grid import SweepPoint, point_name
+from llm_validation.sweep.grid import SweepPoint
 from llm_validation.validation.runs import is_complete
 
 #: Why a long-horizon arm has no run in a ``--quick`` plan.
 QUICK_SKIP = "a long-horizon arm, not run under --quick (its cost would exceed the quick budget)"
 
-__all__ = ["QUICK_SKIP", "config_plan", "PlannedRun", "Plan", "build_plan", "execute", "run_name", "ExecutionSummary"]
+#: ``run_name`` stays importable from here: the delay-law design names its runs with
+#: ``claims.plan.plan.run_name`` (the one home is :mod:`llm_validation.records.run_name`).
+__all__ = ["QUICK_SKIP", "config_plan", "PlannedRun", "Plan", "build_plan", "execute", "run_name",
+           "ExecutionSummary"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,20 +66,6 @@ class PlannedRun:
     """Estimated seconds of one process."""
     unavailable: str = ""
     """Why it cannot be configured (empty when it can)."""
-
-
-def _digest(cfg: TrainConfig) -> str:
-    d = neutral_dict(cfg.to_dict())
-    for key, legacy in DIGEST_LEGACY.items():
-        section, name = key.split(".")
-        if d[section].get(name) == legacy:
-            del d[section][name]
-    return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
-
-
-def run_name(cfg: TrainConfig) -> str:
-    """``<point name>-<digest>``: readable, and unique per config."""
-    return f"{point_name(cfg)}-{_digest(cfg)}"
 
 
 @dataclass(frozen=True, kw_only=True)

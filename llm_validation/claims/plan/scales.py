@@ -45,9 +45,9 @@ FINAL_EVAL_BATCHES = 32
 NS_DTYPE = "auto"
 
 #: Why each optimizer's lr is what it is (shown in docs/reproduce.md, ``--list`` and every
-#: claims.json). The scale's lrs are the centres of the stage-1 sweep; the lrs a ledger trains
+#: claims.json). The scale's lrs are the centres of the phase-1 sweep; the lrs a ledger trains
 #: with are the sweep's choice, recorded per optimizer with its source in ``lr_sweep.json``.
-LR_REASON = ("The lrs used are stage 1's choice per optimizer (lr_sweep.json: 'sweep' = the best "
+LR_REASON = ("The lrs used are phase 1's choice per optimizer (lr_sweep.json: 'sweep' = the best "
              "of a factor-2 log grid of synchronous runs, widened until interior; 'override' = "
              "--set OPT:optim.lr). The grid's centres: AdamW 1e-3 and Muon 1e-2, the demo's tuned "
              "tiny-model lrs (BASE_OPTIM); NorMuon Muon's (Muon with a row-wise second-moment "
@@ -139,19 +139,19 @@ _FIXED_SCALES: dict[str, Scale] = {
     "tiny": Scale(name="tiny", model="tiny", steps=200, quick_steps=100, lrs=_TINY_LRS,
                   sec_per_step=0.18, eval_interval=25, checkpoint_interval=200,
                   notes=("tiny model (~1M parameters, byte vocabulary), default corpus, CPU",
-                         "its runs predate issue 26: no warmup, and Muon's and NorMuon's AdamW "
+                         "its runs were trained before the verdict protocol: no warmup, and Muon's and NorMuon's AdamW "
                          "part (embeddings, head, norms) at their own lr (optim.aux_lr unset, "
                          "10x AdamW's tuned lr for Muon); the 20:1 scales fix both")),
     # ~20x the tiny model's FLOPs per step (10x parameters, 2x tokens); an estimate.
     "small": Scale(name="small", model="small", steps=400, quick_steps=200, lrs=_TINY_LRS,
                    sec_per_step=2.5, seq_len=128,
-                   notes=("small model (~10M parameters), CPU; lrs swept at the scale (stage 1)",)),
+                   notes=("small model (~10M parameters), CPU; lrs swept at the scale (phase 1)",)),
     # H100 bfloat16 estimate (6 N T FLOPs at ~30% MFU plus statistics); not measured here.
     "smollm-135m": Scale(name="smollm-135m", model="smollm-135m", steps=2000, quick_steps=500,
                          lrs=_TINY_LRS, sec_per_step=0.12, device="cuda", batch_size=32,
                          seq_len=512, dtype="bfloat16", eval_interval=200, stats_interval=50,
                          checkpoint_interval=500,
-                         notes=("SmolLM-135M shapes on one GPU in bfloat16; lrs swept at the scale (stage 1)",)),
+                         notes=("SmolLM-135M shapes on one GPU in bfloat16; lrs swept at the scale (phase 1)",)),
 }
 
 
@@ -193,7 +193,7 @@ def _ratio_scale(model: str, sec_per_step: float, eval_interval: int, stats_inte
                  notes=(f"{model} preset ({steps} steps of 16 x 64 bytes = 20 tokens per "
                         "parameter, all parameters counted), byte vocabulary, default corpus, "
                         "CPU; 2% linear warmup, cosine; Muon's and NorMuon's AdamW part at "
-                        "the swept AdamW lr; lrs swept at the scale (stage 1)",))
+                        "the swept AdamW lr; lrs swept at the scale (phase 1)",))
 
 
 #: The size ladder's scales, smallest first (issue 27): one architecture at three sizes, each

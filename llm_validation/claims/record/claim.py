@@ -192,9 +192,6 @@ class Claim:
         """``paper`` when the paper states something this claim tests, else ``theory``."""
         return "paper" if any(s.section == "paper" for s in self.statements) else "theory"
 
-    def paper_statements(self) -> tuple[Statement, ...]:
-        return tuple(s for s in self.statements if s.section == "paper")
-
     @property
     def central(self) -> Statement | None:
         """The central statement (None for a theory-only claim)."""

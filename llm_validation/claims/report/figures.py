@@ -10,14 +10,14 @@
   its 95% t interval per series; a ``reference`` arm is a horizontal band.
 
 The title carries the claim's number, figure and status. Nothing is drawn for a claim without
-any finished run (:func:`draw` returns None).
+any finished run (:func:`plot_claim` returns None).
 
 The phases' figures live here too: :func:`ladder_axes` (two panels on log-log axes, the gap
 (nats/byte) and the lag (synchronous steps behind) against the horizon (steps), per optimizer
 and mode: per-seed points, the mean per horizon, and the fitted power law (mean per-seed slope
 through the centre of the points); Muon 2BW's fit is continued (dotted, labelled
 "extrapolation") to the paper's 0.01 where it shrinks; non-positive values have no logarithm
-and are not drawn) and :func:`draw_lr_sweep` (final validation loss against the peak lr (log
+and are not drawn) and :func:`plot_lr_sweep` (final validation loss against the peak lr (log
 x) per optimizer, per-seed points and their mean, the chosen lr ringed:
 ``figures/lr_sweep.png``).
 """
@@ -40,10 +40,10 @@ from llm_validation.claims.decide.data import ClaimData
 from llm_validation.claims.decide.decisions import ClaimResult
 from llm_validation.config import optimizer_label
 from llm_validation.validation.inference import t_interval
-from llm_validation.validation.plots import DPI, plain_ticks
+from llm_validation.validation.figures import DPI, plain_ticks
 from llm_validation.validation.runs import RunRecord
 
-__all__ = ["draw", "ladder_axes", "draw_lr_sweep", "GAP_LABEL", "VAL_ZOOM", "LR_SWEEP_PNG"]
+__all__ = ["plot_claim", "ladder_axes", "plot_lr_sweep", "GAP_LABEL", "VAL_ZOOM", "LR_SWEEP_PNG"]
 
 GAP_LABEL = "sync-async gap (nats/byte)"
 #: Validation-loss panels show this many nats above the lowest curve (the end of training,
@@ -216,7 +216,7 @@ def _lines(ax, claim: Claim, d: ClaimData) -> None:
         ax.legend(fontsize=7)
 
 
-def draw(claim: Claim, d: ClaimData, res: ClaimResult, out_dir: str | Path) -> Path | None:
+def plot_claim(claim: Claim, d: ClaimData, res: ClaimResult, out_dir: str | Path) -> Path | None:
     """Write ``<out_dir>/<claim id>.png``; None when the claim has no finished run."""
     if not d.run_names():
         return None
@@ -322,7 +322,7 @@ def ladder_axes(axes, claim: Claim, d: ClaimData) -> None:
     ax_lag.set_title("lag vs horizon", fontsize=10)
 
 
-def draw_lr_sweep(choices: Mapping[str, LrChoice], out_dir: str | Path,
+def plot_lr_sweep(choices: Mapping[str, LrChoice], out_dir: str | Path,
                   title: str = "") -> Path | None:
     """Write ``<out_dir>/lr_sweep.png``; None when no optimizer was swept."""
     swept = {o: c for o, c in choices.items() if c.exponents}

@@ -25,7 +25,7 @@ from llm_validation.claims.decide.analysis import analyse
 from llm_validation.claims.decide.data import ClaimData
 from llm_validation.claims.decide.decisions import ClaimResult, decide_ledger
 from llm_validation.claims.decide.familywise import looks_factor
-from llm_validation.claims.report.figures import draw
+from llm_validation.claims.report.figures import plot_claim
 from llm_validation.claims.plan.lr_sweep import read_sweep
 from llm_validation.claims.report.markdown import (FIGURES_DIR, counts, counts_by_rule, family_info,
                                             render_markdown, statement_counts)
@@ -77,7 +77,7 @@ def assemble(plan: Plan, out: str | Path, figures: bool = True,
         looks = looks_factor(policy) if policy is not None else 1.0
         results, _ = decide_ledger(results, looks=looks)
     if figures:
-        results = [res.with_plot(f"{FIGURES_DIR}/{path.name}" if (path := draw(
+        results = [res.with_plot(f"{FIGURES_DIR}/{path.name}" if (path := plot_claim(
             claim, data, res, out / FIGURES_DIR)) else None)
             for claim, data, res in zip(plan.claims, datas, results)]
     return results
@@ -112,7 +112,7 @@ def _budget(plan: Plan, summary: ExecutionSummary | None, out: Path) -> dict[str
     return b
 
 
-def _stages(out: Path, seeds_policy: Mapping[str, Any] | None) -> dict[str, Any]:
+def _phases(out: Path, seeds_policy: Mapping[str, Any] | None) -> dict[str, Any]:
     """The lr sweep's table (``lr_sweep.json``) and the seeds policy with its outcome."""
     return {"lr_sweep": read_sweep(out), "seeds_policy": dict(seeds_policy or {})}
 
@@ -125,7 +125,7 @@ def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
     ``protocol``: the protocol record (:func:`~llm_validation.claims.report.protocol.check_protocol`:
     digest, commit, re-analysis) stored under ``settings.protocol``."""
     out = Path(out)
-    stages = _stages(out, seeds_policy)
+    phases = _phases(out, seeds_policy)
     claims = []
     for claim, res in zip(plan.claims, results):
         claims.append({**claim.to_dict(), "runs_needed": len(plan.claim_runs(claim.id)),
@@ -140,9 +140,9 @@ def write_ledger(plan: Plan, results: Sequence[ClaimResult], out: str | Path,
            "family": family_info(results),
            "statement_counts": {sec: statement_counts(results, sec) for sec in (PAPER, THEORY)},
            "theory_claims": [c.id for c in plan.claims if c.section == THEORY],
-           "claims": claims, "runs": run_table(datas), "stages": stages}
+           "claims": claims, "runs": run_table(datas), "phases": phases}
     write_json(out / "claims.json", doc)
     (out / "claims.md").write_text(render_markdown(
         plan, results, summary, measured=doc["budget"]["measured"], protocol=protocol,
-        stages=stages))
+        phases=phases))
     return doc

@@ -41,15 +41,23 @@ HOW_TO_READ = (
     "the arms (runs with the same seed share the initialisation and the data order), decided "
     "on the paired t interval over seeds at the level its row names: 97.5% per check under the "
     "seeds policy (each of its two looks spends half of the 5% error rate), higher for a check "
-    "decided under the ledger's family-wise control (Holm's level for its rank; an undecided "
-    "check keeps its 97.5% interval and says what it reads per check): `pass` when it lies on the claimed side of its "
+    "decided under the ledger's family-wise control (gatekeeping: the central statements' "
+    "checks first, Holm among them; a side reading's or the project's reading's checks only "
+    "once their claim's central statement is decided, at the level it passes on; an "
+    "undecided check keeps its 97.5% interval and says what it reads per check): `pass` when "
+    "it lies on the claimed side of its "
     "boundary (>= 3 seeds), `fail` when it lies on the other side, `inconclusive` when it "
     "overlaps it, with fewer than 3 seeds, or with runs missing (the reason says which). Ratios "
     "are decided as contrasts (share removed > 1/2 is gap - 2 gap_EF > 0) and shown with "
     "Fieller's interval. An inconclusive check shows the seeds it would need to be decided at "
     "its measured spread with 50% / 80% power. Next to every gap the arm table gives the lag: "
     "the synchronous steps the delayed run is behind at the end, as steps and as a fraction of "
-    "the run, and the gap as a fraction of the synchronous run's loss decrease. The project's "
+    "the run, and the gap as a fraction of the synchronous run's loss decrease. Beside every t "
+    "p-value a check gives the exact sign-flip permutation p-value of the same comparison "
+    "(it assumes symmetric, not normal, per-seed values, and decides nothing): with n seeds "
+    "it cannot fall below 2/2^n two-sided (1/2^n one-sided: 1/8, 1/16, 1/32 at 3, 4, 5 "
+    "seeds), so at 5 seeds or fewer no sign-flip p reaches 5% whatever the data; the reason "
+    "says where it sits at that floor. The project's "
     "own predictions are in a separate section and never count towards the paper's claims.")
 
 
@@ -77,7 +85,10 @@ def family_info(results: Sequence[ClaimResult]) -> dict[str, Any]:
         leaves = [x for r in results for s in r.of(section) for x in family_leaves(s.check)]
         inside = [x for x in leaves if "p_raw" in x.params]
         alpha = inside[0].params.get("alpha") if inside else None
-        out[section] = {"method": "holm", "alpha": alpha, "family_size": len(inside),
+        method = inside[0].params.get("method", "holm") if inside else "holm"
+        out[section] = {"method": method, "alpha": alpha, "family_size": len(inside),
+                        "primary_size": sum(x.params.get("role") == "primary" for x in inside)
+                        if method == "gatekeeping" else len(inside),
                         "outside": len(leaves) - len(inside)}
     return out
 
@@ -187,23 +198,27 @@ def _headline(results: Sequence[ClaimResult], claims: Sequence[Claim], n: int) -
         return [f"**The paper's claims: {_count_text(counts(results, claims))}** of {n} "
                 f"claims; their statements: {_count_text(statement_counts(results, PAPER))}.",
                 ""]
-    return [f"**The paper's claims, family-wise error {fam['alpha']:.0%} (Holm over the "
-            f"{fam['family_size']} checks of the paper's statements): "
+    rule = (f"gatekeeping: the {fam['primary_size']} checks of the central statements "
+            f"first, the other {fam['family_size'] - fam['primary_size']} checks of the paper's "
+            "statements once their claim's central statement is decided"
+            if fam["method"] == "gatekeeping" else
+            f"Holm over the {fam['family_size']} checks of the paper's statements")
+    return [f"**The paper's claims, family-wise error {fam['alpha']:.0%} ({rule}): "
             f"{_count_text(by['family'])}** of {n} claims, each decided by its central "
             f"statement; their statements: {_count_text(statement_counts(results, PAPER))}.",
             "",
             f"Beside it, the same central statements with each check at its own level "
             f"(97.5%, no multiplicity control): {_count_text(by['per_check'])}; under "
-            f"Benjamini-Hochberg at 5% FDR: {_count_text(by['fdr'])}; under the rule before "
-            f"issue 26 (every paper statement per check, fail when any fails): "
+            f"Benjamini-Hochberg at 5% FDR: {_count_text(by['fdr'])}; under the first "
+            f"ledgers' rule (every paper statement per check, fail when any fails): "
             f"{_count_text(by['old_rule'])}.", ""]
 
 
-def _phases_md(stages: Mapping[str, Any]) -> list[str]:
-    lines = ["## Stages", ""]
-    sweep = stages.get("lr_sweep")
+def _phases_md(phases: Mapping[str, Any]) -> list[str]:
+    lines = ["## Phases", ""]
+    sweep = phases.get("lr_sweep")
     if sweep:
-        lines += ["Learning rates (stage 1, `lr_sweep.json`; synchronous runs, mean final "
+        lines += ["Learning rates (phase 1, `lr_sweep.json`; synchronous runs, mean final "
                   "validation loss over seeds):", "",
                   "| optimizer | lr used | source | grid: lr = mean val |", "|---|---|---|---|"]
         for o, c in sweep["optimizers"].items():
@@ -211,9 +226,9 @@ def _phases_md(stages: Mapping[str, Any]) -> list[str]:
                              else f"{r['lr']:.3g} = {r['mean']:.4f}" for r in c["grid"])
             lines.append(f"| {o} | {c['lr']:.4g} | {c['source']} | {grid or '-'} |")
         lines += ["", f"![lr sweep]({FIGURES_DIR}/lr_sweep.png)", ""]
-    pol = stages.get("seeds_policy") or {}
+    pol = phases.get("seeds_policy") or {}
     if pol:
-        lines += [f"Seeds policy (stage 3): two looks, first {pol['first']} seeds, then up to "
+        lines += [f"Seeds policy (phase 3): two looks, first {pol['first']} seeds, then up to "
                   f"{pol['max_seeds']} for checks the measured spread says would be decided "
                   f"(power {pol['power']:.0%}), alpha {pol['alpha']:g} split "
                   f"{pol['level1']:.3f} / {pol['level2']:.3f}: every check of this ledger "
@@ -255,12 +270,12 @@ def render_markdown(plan: Plan, results: Sequence[ClaimResult],
                     summary: ExecutionSummary | None = None,
                     measured: Mapping[str, Any] | None = None,
                     protocol: Mapping[str, Any] | None = None,
-                    stages: Mapping[str, Any] | None = None) -> str:
+                    phases: Mapping[str, Any] | None = None) -> str:
     """All of ``claims.md``: the header (the ``protocol`` record's digest or its re-analysis
     label, scale, headline counts under each rule, the run budget with ``summary``'s
     trained/reused counts and the ``measured`` cost,
     :func:`~llm_validation.claims.report.ledger.measured_cost`), the claims table, one section
-    per claim, the theory's section and the phases (``stages``: the lr sweep's table and the
+    per claim, the theory's section and the phases (``phases``: the lr sweep's table and the
     seeds policy's outcome, as in ``claims.json``)."""
     claims, s = plan.claims, plan.scale
     paper = [(c, r) for c, r in zip(claims, results) if c.section == PAPER]
@@ -308,4 +323,4 @@ def render_markdown(plan: Plan, results: Sequence[ClaimResult],
     for c, r in zip(claims, results):
         if c.section == THEORY:
             lines += _claim_section(c, r, plan, THEORY)
-    return "\n".join(lines + _phases_md(stages or {}))
+    return "\n".join(lines + _phases_md(phases or {}))

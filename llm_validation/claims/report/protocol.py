@@ -3,8 +3,9 @@
 A protocol is a plain JSON document built from the registry and the decision constants (it
 reads them, it never restates them): per claim its central statement, side readings and the
 project's readings with their rules, the grid and the arms with their config changes, the
-seeds; the family-wise rule (Holm at :data:`FAMILY_ALPHA` over every leaf check of the paper's
-statements; Benjamini-Hochberg and the per-check decisions beside it); the margins and
+seeds; the family-wise rule (gatekeeping at :data:`FAMILY_ALPHA` over the leaf checks of the
+paper's statements, the central ones first; Benjamini-Hochberg, the per-check decisions and
+the sign-flip p-values beside it); the margins and
 thresholds in their scale-free unit; the seeds policy; the lr sweep's rule; and the scale (its
 base run, warmup, the AdamW part's lr).
 
@@ -40,33 +41,36 @@ from llm_validation.claims.catalogue.registry import CLAIMS
 from llm_validation.claims.catalogue.registry import thresholds as catalogue_thresholds
 from llm_validation.claims.record.claim import Claim
 from llm_validation.claims.decide.decisions import FAMILY_ALPHA
-from llm_validation.claims.plan.lr_sweep import FIRST_GRID, LR_RATIO, MAX_WIDEN, SWEEP_SEEDS
+from llm_validation.claims.plan.lr_sweep import (FIRST_GRID, LR_RATIO, MAX_WIDEN, SWEEP_SEEDS,
+                                                 sweep_seeds)
 from llm_validation.claims.decide.regime import (CHINCHILLA_FIT, PAPER_LAG_FRACTION, PAPER_MODELS,
                                           PAPER_NATS, compute_lag_fraction)
 from llm_validation.claims.plan.scales import Scale, base_config
 from llm_validation.claims.decide.sequential import SeedPolicy
-from llm_validation.claims.sizes.fit import rules_text
+from llm_validation.claims.sizes.fit import CONFOUND, EXPONENT_NAME
 from llm_validation.claims.decide.decisions import CLAIM_RULE
 from llm_validation.claims.decide.regime import MARGIN_RULE
 from llm_validation.records.provenance import git_commit
 from llm_validation.records.atomic_io import read_json, write_json
 from llm_validation.validation.verdict import MIN_SEEDS
 
-__all__ = ["FAMILY_ALPHA", "FDR_Q", "PROTOCOL_FILE", "PROTOCOL_MD", "ProtocolMismatch",
+__all__ = ["FAMILY_ALPHA", "FDR_Q", "PROTOCOL_FILE", "ProtocolMismatch",
            "protocol", "digest", "code_digest", "decision_files", "write_protocol", "check_protocol",
            "protocol_markdown"]
 
 #: The false-discovery rate of the Benjamini-Hochberg decisions shown beside them.
 FDR_Q = 0.05
 PROTOCOL_FILE = "protocol.json"
-PROTOCOL_MD = "protocol.md"
 #: The files whose code decides a verdict (hashed into ``code_digest``, informational).
 #: The family modules of the catalogue's claims (their statements and analyses) are added to
 #: these (:func:`decision_files`).
 _DECISION_CODE = ("claims/decide/checks.py", "claims/decide/decisions.py",
+                  "claims/decide/pvalues.py", "claims/decide/familywise.py",
+                  "claims/decide/gatekeeping.py",
                   "claims/decide/measure.py", "claims/decide/regime.py", "claims/decide/ladder.py",
                   "claims/catalogue/vocabulary.py", "validation/contrast.py",
-                  "validation/inference.py", "validation/lag.py")
+                  "validation/inference.py", "validation/lag.py", "validation/graphical.py",
+                  "validation/event_rate.py", "validation/permutation.py")
 #: The package the paths of :data:`_DECISION_CODE` are relative to (``llm_validation/``).
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,11 +110,22 @@ def protocol(claims: Sequence[Claim], scale: Scale, policy: SeedPolicy,
         "scale": _scale_doc(scale), "overrides": list(overrides),
         "seeds": list(seeds), "min_seeds_for_a_verdict": MIN_SEEDS,
         "claim_rule": CLAIM_RULE,
-        "family": {"method": "holm", "alpha": FAMILY_ALPHA,
-                   "members": "every leaf check of every paper statement of the ledger "
-                              "(central, side readings and the project's readings; the "
-                              "divergence counts are outside it); the theory's statements "
+        "family": {"method": "gatekeeping", "alpha": FAMILY_ALPHA,
+                   "members": "the leaf checks of the paper's statements, by gatekeeping "
+                              "(Bretz et al. 2009's graphical procedure): the central "
+                              "statements' leaves are the primary family (Holm among them); "
+                              "the leaves of a claim's side readings and the project's "
+                              "readings are tested only once its central statement's first "
+                              "leaf is decided, with the level it passes on (a central "
+                              "verdict does not depend on how many side checks the ledger "
+                              "carries); the divergence counts are outside it (an event rate "
+                              "against a stated detection power); the theory's statements "
                               "form their own Holm family at the same alpha",
+                   "decision_level": "a rejected leaf is read at 1 - (alpha p_raw / p_adj) / 2, "
+                                     "within the level the procedure spent on it",
+                   "sign_flip": "beside every t p-value, the exact sign-flip p-value of the "
+                                "same routes (it decides nothing; it cannot fall below 2/2^n "
+                                "with n seeds)",
                    "p_value": "the smallest alpha at which the check decides at level "
                               "1 - alpha/2 (the seeds policy's two looks, Bonferroni): "
                               "p_raw = 2 x the nominal p of its interval",
@@ -124,13 +139,14 @@ def protocol(claims: Sequence[Claim], scale: Scale, policy: SeedPolicy,
                                    "lag_at": {k: compute_lag_fraction(PAPER_NATS, n)
                                               for k, n in PAPER_MODELS.items()}}},
         "constants": catalogue_thresholds(),
-        "size_ladder": {"agreement": rules_text(),
+        "size_ladder": {"exponents": EXPONENT_NAME, "confound": CONFOUND,
                         "fit": "per seed least squares of log(value) on log(N) over the sizes, "
-                               "t interval over seeds (claims.ladder.fit_slope); extrapolated "
-                               "per seed to SmolLM-135M and -360M at 20:1, t interval of the "
-                               "log values"},
+                               "t interval over seeds (claims.ladder.fit_slope); not "
+                               "extrapolated, no agreement check decided"},
         "seeds_policy": pol,
         "lr_sweep": {"ratio": LR_RATIO, "first_grid": list(FIRST_GRID), "seeds": SWEEP_SEEDS,
+                     "seed_numbers": list(sweep_seeds()),
+                     "seed_rule": "the sweep's own seeds, none of which a claim uses",
                      "max_widen": MAX_WIDEN,
                      "rule": "lowest mean final validation loss over seeds; a diverged seed "
                              "disqualifies its lr; widened past an edge while the best sits "
@@ -191,7 +207,9 @@ def protocol_markdown(doc: Mapping[str, Any]) -> str:
              f"- **Seeds**: {doc['seeds']} (a verdict needs >= "
              f"{doc['min_seeds_for_a_verdict']}); policy: {doc['seeds_policy']['rule']}.",
              f"- **lr sweep**: factor {doc['lr_sweep']['ratio']:g} grid "
-             f"{doc['lr_sweep']['first_grid']}, {doc['lr_sweep']['seeds']} seeds, "
+             f"{doc['lr_sweep']['first_grid']}, {doc['lr_sweep']['seeds']} seeds"
+             + (f" ({doc['lr_sweep']['seed_numbers']}: {doc['lr_sweep']['seed_rule']})"
+                if doc["lr_sweep"].get("seed_numbers") else "") + ", "
              f"{doc['lr_sweep']['rule']}.",
              f"- **Constants**: " + ", ".join(f"{k} = {v:g}"
                                               for k, v in doc["constants"].items()) + ".",

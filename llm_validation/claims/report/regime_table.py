@@ -3,17 +3,19 @@ the smallest 20:1 size (the whole ledger) -> the other sizes -> the size trend.
 
 The tiny ledger decides the paper's claims in the early-training regime (~1M parameters, 0.2
 tokens per parameter); the size ladder's ledgers decide them at the paper's 20:1. This module
-reads their ``claims.json`` files (and, when there is one, the cross-size ``size_ladder.json``
-of ``reproduce --size-ladder``) and lays the verdicts side by side. It decides nothing itself:
+reads their ``claims.json`` files and lays the verdicts side by side. It decides nothing itself:
 every cell is a verdict some ledger reached under its committed protocol.
 
 Algorithm
     Per claim (by its registry number): the claim's status in each ledger that ran it. A larger
     size that did not run a claim but ran the size-ladder claim (19) shows the size-ladder
     statement that carries the same sentence (:data:`LADDER_STATEMENT`: claim 1, "AdamW
-    degrades far more than Muon", is 19a; claim 2, "EF halves the gap", is 19b), marked with
-    the statement's id. The size-trend cell of claims 1 and 19 is the cross-size agreement
-    checks (extrapolations to SmolLM-135M); of the others, the per-size statuses in words.
+    degrades far more than Muon, even with a synchronous start", is 19d, which needs the
+    synchronous-start arm; claim 2, "EF halves the gap", is 19b), marked with the statement's
+    id. A ledger without that statement (assembled before 19d existed) shows "inconclusive"
+    with the reason: claim 1 is not reported at a size without its synchronous-start arm.
+    The size-trend cell is the per-size statuses in words (the ladder's step count grows with
+    N, so no cross-size extrapolation stands for a size trend).
 
 Guarantee
     A cell is a verdict read from a ledger file, or "-" (the ledger did not run the claim) or
@@ -28,19 +30,17 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from llm_validation.claims.catalogue.registry import CLAIMS
-from llm_validation.claims.sizes.fit import AGREEMENT_RULES, AGREEMENT_TARGET
 
-__all__ = ["LADDER_STATEMENT", "TREND_CHECKS", "RegimeRow", "claim_statuses", "regime_rows",
+__all__ = ["LADDER_STATEMENT", "MISSING_STATEMENT", "RegimeRow", "claim_statuses", "regime_rows",
            "regime_markdown", "read_ledger"]
 
 #: The size-ladder claim's registry number.
 _LADDER = CLAIMS["size-ladder"].number
 #: Claims whose sentence the size-ladder claim (19) repeats at every size: claim -> statement.
-LADDER_STATEMENT: dict[int, str] = {1: f"{_LADDER}a", 2: f"{_LADDER}b"}
-#: Claims whose size trend is an agreement check of ``size_ladder.json`` (by the key of its
-#: :data:`~llm_validation.claims.sizes.fit.AGREEMENT_RULES` rule, its label's prefix).
-TREND_CHECKS: dict[int, tuple[str, ...]] = {1: ("adamw-over-muon",),
-                                            _LADDER: tuple(r.key for r in AGREEMENT_RULES)}
+LADDER_STATEMENT: dict[int, str] = {1: f"{_LADDER}d", 2: f"{_LADDER}b"}
+#: Why a claim's cell is inconclusive when its ladder statement is absent from a ledger.
+MISSING_STATEMENT: dict[int, str] = {
+    1: "no synchronous-start arm at this size: claim 1's sentence names it"}
 _NOT_RUN = "not run"
 
 
@@ -90,28 +90,24 @@ def _cell(number: int, statuses: Mapping[int, tuple[str, dict[str, str]]] | None
     ladder = statuses.get(_LADDER, ("", {}))[1]
     if sid is not None and sid in ladder:
         return f"{ladder[sid]} ({sid})"
+    if sid is not None and ladder and number in MISSING_STATEMENT:
+        return f"inconclusive ({MISSING_STATEMENT[number]})"
     return "-"
 
 
-def _trend(number: int, size_cells: Mapping[str, str], ladder: Mapping[str, Any] | None) -> str:
-    prefixes = TREND_CHECKS.get(number, ())
-    if prefixes and ladder is not None:
-        parts = [f"{c['label'].split(':')[0]}: {c['status']}" for c in ladder.get("checks", ())
-                 if c["label"].startswith(prefixes)]
-        if parts:
-            return "; ".join(parts) + f" (extrapolated to {AGREEMENT_TARGET})"
+def _trend(size_cells: Mapping[str, str]) -> str:
     decided = {k: v for k, v in size_cells.items() if v not in ("-", _NOT_RUN)}
     if len(decided) < 2:
         return "-"
     return ", ".join(f"{k} {v}" for k, v in decided.items())
 
 
-def regime_rows(tiny: Mapping[str, Any], sizes: Mapping[str, Mapping[str, Any] | None],
-                ladder: Mapping[str, Any] | None = None) -> list[RegimeRow]:
+def regime_rows(tiny: Mapping[str, Any], sizes: Mapping[str, Mapping[str, Any] | None]
+                ) -> list[RegimeRow]:
     """One row per claim of the tiny ledger or of any size (ordered by number).
 
     ``sizes`` maps a column name (``"n46k"``, ...; smallest first) to that size's
-    ``claims.json`` (None: not run yet); ``ladder`` is ``size_ladder.json`` when there is one.
+    ``claims.json`` (None: not run yet).
     While a size is not run, every trend is labelled ``preliminary`` with the sizes it lacks
     (a trend over part of the ladder is not the ladder's).
     """
@@ -126,7 +122,7 @@ def regime_rows(tiny: Mapping[str, Any], sizes: Mapping[str, Mapping[str, Any] |
     rows = []
     for n in sorted(wording):
         size_cells = {k: _cell(n, st) for k, st in size_st.items()}
-        trend = _trend(n, size_cells, ladder)
+        trend = _trend(size_cells)
         if missing and trend != "-":
             trend = f"preliminary ({', '.join(missing)} not run): {trend}"
         rows.append(RegimeRow(number=n, claim_id=wording[n][0], wording=wording[n][1],

@@ -4,18 +4,21 @@ Each size of the ladder is its own ledger folder (``ROOT/<scale>``: ``runs/``, `
 ``protocol.json``), trained by ``reproduce --scale <scale>``. This module reads the size-ladder
 claim's arms from every one of them, builds :class:`~llm_validation.claims.sizes.fit.SizeLadderData`
 (per arm, size and seed the gap share of the synchronous loss decrease and the lag fraction,
-:func:`llm_validation.validation.lag.run_lag`), fits the size exponents, extrapolates to the
-paper's sizes, decides the agreement checks and writes ``ROOT/size_ladder.md``,
-``ROOT/size_ladder.json`` and ``ROOT/figures/size-ladder.png``.
+:func:`llm_validation.validation.lag.run_lag`), fits the step-and-size exponents (the ladder's
+step count grows with N: :data:`~llm_validation.claims.sizes.fit.CONFOUND`) and writes
+``ROOT/size_ladder.md``, ``ROOT/size_ladder.json`` and ``ROOT/figures/size-ladder.png``. It
+does not extrapolate in N to the paper's sizes nor decide agreement checks there: a fit whose
+N and step count move together cannot say what N alone does (the delay-law design,
+docs/delay_law.md, does).
 
 Algorithm
     Per scale: the plan of the ``size-ladder`` claim at the scale's swept lrs (its
     ``lr_sweep.json``) over :data:`~llm_validation.claims.catalogue.size.SIZE_LADDER_SEEDS` seeds, the
     finished runs read by :class:`~llm_validation.claims.decide.data.ClaimData`. A lag censored above
     (no better than the synchronous run's first evaluation) is kept at its bound; one censored
-    below (ahead with a flat tail) or non-finite is left out (the horizon ladder's rule). The
-    agreement checks (:data:`~llm_validation.claims.sizes.fit.AGREEMENT_RULES`, two of them)
-    form their own family: Bonferroni at the protocol's 5%, each decided at 97.5%.
+    below (ahead with a flat tail) or non-finite is left out (the horizon ladder's rule).
+    :func:`agreement_verdicts` (the N-only extrapolation's agreement checks, Bonferroni over
+    the two rules) stays for fits that identify N; the ladder's assembly does not call it.
 
 Guarantee
     The numbers are the per-size ledgers' own runs (nothing is trained here); a size whose
@@ -38,9 +41,10 @@ from llm_validation.claims.report.regime_table import read_ledger, regime_markdo
 from llm_validation.claims.catalogue.registry import CLAIMS
 from llm_validation.claims.catalogue.size import SIZE_LADDER_SEEDS
 from llm_validation.claims.plan.scales import SIZE_LADDER, Scale
-from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, ARMS, SizeFit, SizeLadderData,
-                                               agreement_checks, size_fits)
-from llm_validation.claims.sizes.markdown import draw_size_ladder, size_ladder_markdown
+from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, ARMS, CONFOUND, EXPONENT_NAME,
+                                               SizeFit, SizeLadderData, agreement_checks,
+                                               size_fits)
+from llm_validation.claims.sizes.markdown import plot_size_ladder, size_ladder_markdown
 from llm_validation.config import preset
 from llm_validation.records.atomic_io import write_json
 
@@ -91,7 +95,7 @@ def read_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER
     return data, notes
 
 
-def write_regime_table(root: str | Path, tiny: str | Path, ladder: dict[str, Any] | None,
+def write_regime_table(root: str | Path, tiny: str | Path,
                        scales: Sequence[Scale] = SIZE_LADDER) -> list[str]:
     """Write ``root/regime.md``: per claim the tiny ledger's verdict (``tiny``: its folder or
     claims.json), each size's and the size trend (:mod:`llm_validation.claims.report.regime_table`).
@@ -105,16 +109,17 @@ def write_regime_table(root: str | Path, tiny: str | Path, ladder: dict[str, Any
     columns = {"tiny": "tiny, 0.2 tokens/param"}
     columns.update({s.name: f"{s.name}, 20:1" + (" (all claims)" if "all" in s.claims else "")
                     for s in scales})
-    table = regime_markdown(regime_rows(tiny_doc, sizes, ladder), columns)
+    table = regime_markdown(regime_rows(tiny_doc, sizes), columns)
     lines = ["# How the verdicts move with the regime", "",
              "Per claim, the verdict of each ledger under its committed protocol: the tiny "
              "ledger (~1M parameters, 0.2 tokens per parameter: the early-training record), each "
              "size of the ladder at 20 tokens per parameter (the smallest runs every claim, the "
              "larger ones the headline claims; a larger size's cell for claims 1 and 2 is the "
-             "size-ladder statement with the same sentence, 19a and 19b), and the size trend "
-             "(the agreement checks of `size_ladder.md`, extrapolated to SmolLM-135M, or the "
-             "per-size verdicts). '-': the ledger did not run the claim; 'not run': no ledger "
-             "for that size yet.", "", *table]
+             "size-ladder statement with the same sentence, 19d (which needs claim 1's "
+             "synchronous-start arm) and 19b), and the size trend (the per-size verdicts; "
+             "the ladder's step count grows with N, so a trend across it is one of steps and "
+             "size together, not of size). '-': the ledger did not run the claim; 'not run': "
+             "no ledger for that size yet.", "", *table]
     (root / "regime.md").write_text("\n".join(lines) + "\n")
     return table
 
@@ -133,30 +138,24 @@ def assemble_size_ladder(root: str | Path, scales: Sequence[Scale] = SIZE_LADDER
                          tiny: str | Path | None = None) -> dict[str, Any]:
     """Fit, decide, draw and write the size ladder of the ledgers under ``root``; with
     ``tiny`` (the tiny ledger's folder) also the regime table ``root/regime.md``."""
-    root, claim = Path(root), CLAIMS["size-ladder"]
+    root = Path(root)
     data, notes = read_size_ladder(root, scales)
-    fits = size_fits(data)
-    # the claim's own agreement factor (its threshold, recorded in every protocol)
-    tolerance = claim.threshold("size_ladder_agreement_factor")
-    checks, measured = agreement_verdicts(fits, tolerance)
-    fig = draw_size_ladder(data, fits, root / "figures" / "size-ladder.png",
-                           tolerance=tolerance)
+    fits = size_fits(data, targets={})            # no extrapolation in N: steps grow with N
+    fig = plot_size_ladder(data, fits, root / "figures" / "size-ladder.png")
+    steps = ", ".join(f"{s.name} {s.steps} steps" for s in scales)
     lines = ["# The size ladder at 20 tokens per parameter", "",
-             f"Sizes read from `{root}`: " + ", ".join(s.name for s in scales) + ". "
-             f"The two agreement checks are decided at {AGREEMENT_LEVEL:.1%} each (Bonferroni: "
-             f"family-wise {FAMILY_ALPHA:.0%}).", ""]
+             f"Sizes read from `{root}`: " + ", ".join(s.name for s in scales) + f" ({steps}).",
+             "", f"**Steps grow with N**: {CONFOUND}.", ""]
     if notes:
         lines += ["Missing:", ""] + [f"- {x}" for x in notes] + [""]
     lines += [f"![size ladder](figures/{fig.name})", ""]
-    lines += size_ladder_markdown(data, fits, checks, tolerance=tolerance)
+    lines += size_ladder_markdown(data, fits, [])
     (root / "size_ladder.md").write_text("\n".join(lines) + "\n")
     doc = {"data": data.to_dict(),
            "fits": {a: {q: f.to_dict() for q, f in by_q.items()} for a, by_q in fits.items()},
-           "checks": [c.to_dict() for c in checks],
-           "measured": {k: (v.to_dict() if hasattr(v, "to_dict") else v)
-                        for k, v in measured.items()},
-           "missing": notes, "level": AGREEMENT_LEVEL}
+           "exponents": EXPONENT_NAME, "confound": CONFOUND,
+           "steps": {s.name: s.steps for s in scales}, "checks": [], "missing": notes}
     if tiny is not None:
-        doc["regime"] = write_regime_table(root, tiny, doc, scales)
+        doc["regime"] = write_regime_table(root, tiny, scales)
     write_json(root / "size_ladder.json", doc)
     return doc

@@ -1,18 +1,19 @@
 """The size ladder for a reader: its figure and its claims.md section.
 
-- :func:`draw_size_ladder` (drawn by :func:`size_ladder_axes`): two log-log panels against the
+- :func:`plot_size_ladder` (drawn by :func:`size_ladder_axes`): two log-log panels against the
   model size N (millions of parameters, all counted): the gap as a share of the synchronous
   loss decrease, and the lag as a share of the synchronous run's steps (in %). Per arm:
   per-seed points (small, jittered sideways so seeds and arms stay apart), the mean over seeds
-  per size (a line), the exponent with its interval in the legend, and the fitted power law
-  continued dotted past the largest measured size to SmolLM-135M / 360M with its extrapolated
-  interval as an error bar, in a shaded band labelled "extrapolation". Reference lines: the
+  per size (a line), the step-and-size exponent with its interval in the legend, and, only for
+  fits that carry extrapolations (the ladder's report gives none: steps grow with N), the
+  fitted power law continued dotted to the targets in a shaded band labelled "extrapolation". Reference lines: the
   paper's 0.01 nats as a share of an estimated loss decrease (``regime.PAPER_GAP_FRACTION``,
   descriptive: the protocol decides on the lag) on the gap panel, the paper's lag fraction and the agreement bound (TOLERANCE x it) on the lag panel.
   Non-positive values have no logarithm and are not drawn (the fits count them as left out).
-- :func:`size_ladder_markdown`: the sizes, one table per arm (exponent with interval, mean and
-  t interval per size, extrapolations with intervals, seeds left out, the agreement verdicts
-  the arm enters), the agreement table and the rules as fixed before the runs.
+- :func:`size_ladder_markdown`: the sizes and why the exponents are confounded, one table per
+  arm (step-and-size exponent with interval, mean and t interval per size, seeds left out;
+  extrapolations and agreement verdicts only when given), the agreement table when checks are
+  given.
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ import numpy as np
 
 from llm_validation.claims.decide import regime
 from llm_validation.claims.decide.checks import Check
-from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, AGREEMENT_TARGET, QUANTITIES,
-                                               QUANTITY_TEXT, TARGETS, TOLERANCE, VERDICT,
+from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, AGREEMENT_TARGET, CONFOUND,
+                                               EXPONENT_NAME, QUANTITIES,
+                                               QUANTITY_TEXT, TOLERANCE, VERDICT,
                                                SizeFit, SizeLadderData, arm_label,
                                                paper_lag_fraction, rules_text)
 from llm_validation.validation.inference import t_interval
-from llm_validation.validation.plots import DPI, plain_ticks
+from llm_validation.validation.figures import DPI, plain_ticks
 
-__all__ = ["PAPER_LAG_LABEL", "size_ladder_axes", "draw_size_ladder", "size_ladder_markdown"]
+__all__ = ["PAPER_LAG_LABEL", "size_ladder_axes", "plot_size_ladder", "size_ladder_markdown"]
 
 #: The legend entry of the paper's Muon threshold on the lag panel.
 PAPER_LAG_LABEL = "paper's Muon gap as a lag fraction"
@@ -47,10 +49,11 @@ _UNIT = {"gap_fraction": "gap (% of the synchronous loss decrease)",
 
 
 def _targets(fits: Mapping[str, Mapping[str, SizeFit]]) -> dict[str, int]:
-    """The extrapolation targets the fits carry (name -> N; TARGETS when none has any)."""
+    """The extrapolation targets the fits carry (name -> N; empty when none has any: the
+    ladder's report does not extrapolate, :data:`~llm_validation.claims.sizes.fit.CONFOUND`)."""
     out = {e.name: e.n_params for by_q in fits.values() for f in by_q.values()
            for e in f.extrapolations.values()}
-    return dict(sorted(out.items(), key=lambda kv: kv[1])) or dict(TARGETS)
+    return dict(sorted(out.items(), key=lambda kv: kv[1]))
 
 
 def _mean(by_seed: Mapping[int, float]) -> float:
@@ -93,7 +96,7 @@ def _panel(ax, data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
         f = fits.get(arm, {}).get(quantity)
         name = arm_label(arm)
         if f is not None and f.fit.slopes:
-            name += f": exponent {f.exponent.fmt(2)}"
+            name += f": {EXPONENT_NAME} {f.exponent.fmt(2)}"
         if f is not None and f.excluded:
             name += f" ({len(f.excluded)} seed(s) left out)"
         if not means:
@@ -145,16 +148,17 @@ def size_ladder_axes(axes, data: SizeLadderData, fits: Mapping[str, Mapping[str,
     lag = paper_lag_fraction() if paper_lag is None else float(paper_lag)
     targets = _targets(fits)
     top = max(data.sizes) / 1e6
-    right = max(targets.values()) / 1e6
+    right = max(targets.values()) / 1e6 if targets else top
     for ax, q in zip(axes, QUANTITIES):
         core, ends = _panel(ax, data, fits, q)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(min(data.sizes) / 1e6 / 1.6, right * 1.8)
-        ax.axvspan(top * 1.3, right * 1.8, color="0.92", zorder=0)
-        ax.text(math.sqrt(top * 1.3 * right), 1.0, "extrapolation\n(power law in N assumed)",
-                transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=8,
-                color="0.35")
+        if targets:
+            ax.axvspan(top * 1.3, right * 1.8, color="0.92", zorder=0)
+            ax.text(math.sqrt(top * 1.3 * right), 1.0, "extrapolation\n(power law in N assumed)",
+                    transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=8,
+                    color="0.35")
         refs = ([100 * regime.PAPER_GAP_FRACTION] if q == "gap_fraction"
                 else [100 * lag, 100 * tolerance * lag])
         clipped = _y_range(ax, core, ends, refs)
@@ -168,13 +172,15 @@ def size_ladder_axes(axes, data: SizeLadderData, fits: Mapping[str, Mapping[str,
         else:
             ax.axhline(100 * lag, color="k", ls="-.", lw=0.9,
                        label=f"{PAPER_LAG_LABEL} ({100 * lag:.3g}%)")
-            ax.axhline(100 * tolerance * lag, color="0.4", ls=(0, (1, 3)), lw=1.2,
-                       label=f"agreement bound: {tolerance:g} x paper "
-                             f"({100 * tolerance * lag:.3g}%)")
+            if targets:
+                ax.axhline(100 * tolerance * lag, color="0.4", ls=(0, (1, 3)), lw=1.2,
+                           label=f"agreement bound: {tolerance:g} x paper "
+                                 f"({100 * tolerance * lag:.3g}%)")
         handles, labels = ax.get_legend_handles_labels()
-        handles.append(Line2D([], [], color="0.3", ls=":", marker="o", mfc="none"))
-        labels.append(f"dotted: extrapolation, 95% interval at {' / '.join(targets)}"
-                      + (" (clipped at the frame)" if clipped else ""))
+        if targets:
+            handles.append(Line2D([], [], color="0.3", ls=":", marker="o", mfc="none"))
+            labels.append(f"dotted: extrapolation, 95% interval at {' / '.join(targets)}"
+                          + (" (clipped at the frame)" if clipped else ""))
         # under the panel: inside it would cover the extrapolated lines
         ax.legend(handles, labels, fontsize=7.5, loc="upper center",
                   bbox_to_anchor=(0.5, -0.13), framealpha=0.9)
@@ -186,10 +192,11 @@ def size_ladder_axes(axes, data: SizeLadderData, fits: Mapping[str, Mapping[str,
                       f"{data.tokens_per_param:g} tokens each)")
         ax.set_ylabel(_UNIT[q])
         ax.grid(alpha=0.3, which="major")
-        ax.set_title(f"{QUANTITY_TEXT[q]} vs model size", fontsize=10)
+        ax.set_title(f"{QUANTITY_TEXT[q]} vs model size\n(the step count grows with N: "
+                     "step-and-size exponents)", fontsize=10)
 
 
-def draw_size_ladder(data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
+def plot_size_ladder(data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeFit]],
                      path: str | Path, *, paper_lag: float | None = None,
                      tolerance: float = TOLERANCE) -> Path:
     """Write the size-ladder figure (:func:`size_ladder_axes`) to ``path`` (PNG); returns it."""
@@ -245,17 +252,18 @@ def size_ladder_markdown(data: SizeLadderData, fits: Mapping[str, Mapping[str, S
                  f"{data.embedding_share(n):.0%})" for n in data.sizes) + ".", "",
              "Per arm and seed, against the same-seed synchronous run: the gap as a share of "
              "the synchronous loss decrease and the lag as a share of its steps (mean and 95% t "
-             "interval over seeds, in %). The size exponent is the mean of per-seed "
-             "least-squares slopes of log(value) on log(N) with a t interval over seeds; the "
-             "rows marked EXTRAPOLATION evaluate each seed's power law at the paper's sizes "
-             "(t interval of the log value over seeds), assuming the power law in N holds that "
-             "far and that the byte-level vocabulary stands for the paper's 49,152 tokens.", ""]
+             f"interval over seeds, in %). The {EXPONENT_NAME} is the mean of per-seed "
+             "least-squares slopes of log(value) on log(N) with a t interval over seeds: "
+             f"{CONFOUND}." + (" The rows marked EXTRAPOLATION evaluate each seed's power law "
+                               "at the paper's sizes (t interval of the log value over seeds), "
+                               "assuming the power law in N holds that far."
+                               if _targets(fits) else ""), ""]
     for arm in data.arms:
         by_q = fits.get(arm, {})
         lines += [f"{heading}# {arm_label(arm)}", "",
                   "| | " + " | ".join(QUANTITY_TEXT[q] for q in QUANTITIES) + " |",
                   "|---|" + "---|" * len(QUANTITIES)]
-        row = ["size exponent (95% t over seeds)"]
+        row = [f"{EXPONENT_NAME} (95% t over seeds)"]
         for q in QUANTITIES:
             f = by_q.get(q)
             row.append("-" if f is None else "no seed with a slope" if not f.fit.slopes
@@ -277,6 +285,8 @@ def size_ladder_markdown(data: SizeLadderData, fits: Mapping[str, Mapping[str, S
             if arm in rule.weights and c is not None:
                 lines += [f"- agreement ({rule.key}, EXTRAPOLATION): "
                           f"**{VERDICT[c.status]}**: {_why(c)}", ""]
+    if not checks:
+        return lines + [""]
     lines += [f"{heading}# Agreement with the paper (EXTRAPOLATION to {AGREEMENT_TARGET} at "
               f"{data.tokens_per_param:g}:1)", "",
               "| rule | the paper | scale-free reading | verdict | why |", "|---|---|---|---|---|"]

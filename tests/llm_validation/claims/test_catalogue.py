@@ -53,8 +53,8 @@ def test_every_claim_has_an_analysis_with_one_check_per_statement(thresholds_rea
 
 
 #: Thresholds read where the claim is decided across ledgers, not by its per-ledger analysis
-#: (the size-ladder assembly reads its agreement factor: tests/.../test_size_assembly.py).
-ACROSS_LEDGERS = {"size-ladder": {"size_ladder_agreement_factor"}}
+#: (none: the size ladder no longer decides agreement checks by an extrapolation in N).
+ACROSS_LEDGERS: dict[str, set[str]] = {}
 
 
 def test_every_threshold_read_is_declared_and_every_declared_one_is_read(thresholds_read):

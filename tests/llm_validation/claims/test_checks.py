@@ -48,8 +48,20 @@ def test_no_consistent_effect_passes_an_effect_beside_a_null():
 
 
 def test_divergence_and_aggregates_and_too_few_seeds():
-    g = {"gradient-level": {0: 1.0, 1: 1.0, 2: 1.0}, "update-level": {0: 0.0, 1: 0.0, 2: 0.0}}
-    assert _both(make("div", "divergence", g)) == "pass"
+    def runs(grad: float, upd: float, n: int) -> dict:
+        return {"gradient-level": {i: grad for i in range(n)},
+                "update-level": {i: upd for i in range(n)}}
+    # "diverges" is a rate >= 1/2 decided with exact bounds: 3 runs cannot show it either way
+    # (at 95% the fewest whose zero divergences refute it is 5), 6 can
+    assert _both(make("div", "divergence", runs(1.0, 0.0, 3))) == "inconclusive"
+    assert _both(make("div", "divergence", runs(1.0, 0.0, 6))) == "pass"
+    assert _both(make("div", "divergence", runs(0.0, 0.0, 6))) == "fail"
+    absent = make("div", "divergence", runs(0.0, 0.0, 3))
+    assert absent.status == "inconclusive" and "5 runs with no event" in absent.reason
+    short = make("div", "divergence", runs(0.0, 0.0, 6), short_runs="0.8 tokens per parameter")
+    assert short.status == "inconclusive" and "too short" in short.reason
+    both = make("div", "divergence", runs(1.0, 1.0, 6))
+    assert both.status == "inconclusive" and both.reason.startswith("update-level")
     passing = diff("p", "side", ("a", A), ("b", B), boundary=0.0, predicted="above")
     failing = diff("f", "side", ("b", B), ("a", A), boundary=0.0, predicted="above")
     assert _both(aggregate("all", "all", [passing, failing])) == "fail"

@@ -6,7 +6,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from llm_validation.validation.plots import plain_ticks  # noqa: E402
+from llm_validation.validation.figures import plain_ticks  # noqa: E402
 
 
 def _labels(axis) -> list[str]:

@@ -22,34 +22,35 @@ SMALL = {"claims": [_claim(1, "adamw-vs-muon", "pass"), _claim(2, "ef-halves-gap
                     _claim(15, "alignment", "inconclusive"),
                     _claim(19, "size-ladder", "pass", [("19a", "pass"), ("19b", "pass")])]}
 LARGE = {"claims": [_claim(4, "horizon", "inconclusive"),
-                    _claim(19, "size-ladder", "pass", [("19a", "pass"),
-                                                       ("19b", "inconclusive")])]}
-LADDER = {"checks": [{"label": "muon-within-0.01: Muon ...", "status": "pass"},
-                     {"label": "adamw-over-muon: the ratio ...", "status": "inconclusive"}]}
+                    _claim(19, "size-ladder", "pass", [("19a", "pass"), ("19b", "inconclusive"),
+                                                       ("19d", "inconclusive")])]}
+#: A larger size assembled before claim 19 carried claim 1's synchronous-start arm (19d).
+OLD = {"claims": [_claim(19, "size-ladder", "pass", [("19a", "pass"), ("19b", "pass")])]}
 
 
 def test_cells_read_each_ledger_and_larger_sizes_borrow_the_size_ladder_statement():
-    rows = {r.number: r for r in regime_rows(TINY, {"a": SMALL, "b": LARGE, "c": None}, LADDER)}
-    assert rows[1].cells == {"tiny": "inconclusive", "a": "pass", "b": "pass (19a)",
+    rows = {r.number: r for r in regime_rows(TINY, {"a": SMALL, "b": LARGE, "c": None})}
+    # claim 1 at a larger size is 19d (with the synchronous-start arm), never 19a alone
+    assert rows[1].cells == {"tiny": "inconclusive", "a": "pass", "b": "inconclusive (19d)",
                              "c": "not run"}
     assert rows[2].cells == {"tiny": "fail", "a": "pass", "b": "inconclusive (19b)",
                              "c": "not run"}
     assert rows[15].cells == {"tiny": "pass", "a": "inconclusive", "b": "-", "c": "not run"}
     assert rows[4].cells["tiny"] == "-" and rows[4].cells["b"] == "inconclusive"
     assert rows[19].cells["tiny"] == "-"
-    # claims 1 and 19: the cross-size agreement checks; others: the per-size words; size c is
-    # not run, so every trend is preliminary
-    assert rows[1].trend.startswith("preliminary (c not run): adamw-over-muon: inconclusive")
-    assert "muon-within-0.01: pass" in rows[19].trend
+    # the per-size words (no extrapolation across the ladder); size c is not run, so every
+    # trend is preliminary
+    assert rows[1].trend == "preliminary (c not run): a pass, b inconclusive (19d)"
     assert rows[2].trend == "preliminary (c not run): a pass, b inconclusive (19b)"
     assert rows[15].trend == "-"                    # decided at one size only
 
 
-def test_without_a_cross_size_ladder_the_trend_is_the_per_size_verdicts():
-    rows = {r.number: r for r in regime_rows(TINY, {"a": SMALL, "b": LARGE})}
-    assert rows[1].trend == "a pass, b pass (19a)"          # every size run: not preliminary
-    full = {r.number: r for r in regime_rows(TINY, {"a": SMALL, "b": LARGE}, LADDER)}
-    assert full[1].trend == "adamw-over-muon: inconclusive (extrapolated to SmolLM-135M)"
+def test_a_size_without_the_synchronous_start_arm_leaves_claim_1_inconclusive():
+    rows = {r.number: r for r in regime_rows(TINY, {"a": SMALL, "b": OLD})}
+    assert rows[1].cells["b"] == ("inconclusive (no synchronous-start arm at this size: claim "
+                                  "1's sentence names it)")
+    assert rows[2].cells["b"] == "pass (19b)"
+    assert rows[1].trend.startswith("a pass, b inconclusive")       # every size run
 
 
 def test_markdown_has_one_line_per_claim_and_bolds_decided_cells():

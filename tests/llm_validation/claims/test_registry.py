@@ -8,7 +8,7 @@ import pytest
 
 from llm_validation.claims.record.arms import OfSteps, Times, Unavailable, delayed, resolve
 from llm_validation.claims.plan.plan import build_plan, run_name
-from llm_validation.claims.catalogue.registry import CLAIMS, get_claims
+from llm_validation.claims.catalogue.registry import CLAIMS, ON_REQUEST, get_claims
 from llm_validation.claims.plan.scales import base_config, get_scale
 
 #: The budgets on 2 CPU cores with --jobs 2 (seconds of wall time): the tiny ledger's claims
@@ -16,9 +16,11 @@ from llm_validation.claims.plan.scales import base_config, get_scale
 FULL_BUDGET_S, QUICK_BUDGET_S = 4 * 3600, 20 * 60
 
 
-def test_seventeen_claims_and_the_ladder_with_unique_ids_and_complete_entries():
+def test_eighteen_claims_by_default_and_the_size_ladder_on_request():
     claims = get_claims()
     assert len(claims) == 18 and len({c.id for c in claims}) == 18
+    # the catalogue holds 19: the default selection leaves out the on-request size ladder
+    assert len(CLAIMS) == 19 and set(CLAIMS) - {c.id for c in claims} == ON_REQUEST
     assert [c.number for c in claims] == list(range(1, 19))
     assert claims[-1].id == "horizon-ladder"
     for c in claims:

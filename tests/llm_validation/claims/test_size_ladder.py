@@ -12,7 +12,7 @@ from llm_validation.claims.decide.checks import recheck
 from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, TARGETS, TOLERANCE, VERDICT,
                                                SizeLadderData, agreement_checks,
                                                paper_lag_fraction, rules_text, size_fits)
-from llm_validation.claims.sizes.markdown import (PAPER_LAG_LABEL, draw_size_ladder,
+from llm_validation.claims.sizes.markdown import (PAPER_LAG_LABEL, plot_size_ladder,
                                                       size_ladder_axes, size_ladder_markdown)
 from llm_validation.validation.verdict import FAIL, INCONCLUSIVE, PASS
 
@@ -158,7 +158,7 @@ def test_figure_and_markdown(tmp_path):
                "muon/2bw+ef": _law({s: 0.03 + 0.005 * s for s in SEEDS}, -0.45)})
     fits = size_fits(d)
     checks, _ = agreement_checks(fits, paper_lag=LAG)
-    path = draw_size_ladder(d, fits, tmp_path / "figs" / "size-ladder.png", paper_lag=LAG)
+    path = plot_size_ladder(d, fits, tmp_path / "figs" / "size-ladder.png", paper_lag=LAG)
     assert path.exists() and path.stat().st_size > 10_000
     fig, axes = plt.subplots(1, 2)
     size_ladder_axes(axes, d, fits, paper_lag=LAG)
@@ -178,6 +178,6 @@ def test_figure_and_markdown(tmp_path):
     text = "\n".join(md)
     for arm in ("Muon 2BW", "AdamW 2BW", "Muon 2BW + EF"):
         assert f"#### {arm}" in text
-    assert text.count("| size exponent") == 3
+    assert text.count("| step-and-size exponent") == 3
     assert f"**{VERDICT[checks[0].status]}**" in text
     assert "muon-within-0.01" in text and "adamw-over-muon" in text

@@ -14,12 +14,11 @@ from llm_validation.pipeline.schedule import (
     check_schedule,
     min_microbatches,
     schedule_2bw,
-    schedule_timeline,
-    simulate_times,
     validate_pipeline_shape,
     version_of_batch,
     warmup_forwards,
 )
+from tests.llm_validation.pipeline.timeline_oracle import schedule_timeline, simulate_times
 
 
 @pytest.mark.parametrize("P", [2, 3, 4, 5])

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_validation.pipeline.schedule import schedule_timeline, simulate_times
+from tests.llm_validation.pipeline.timeline_oracle import schedule_timeline, simulate_times
 from llm_validation.simulation.costs import VStageCost, unit_costs
 from llm_validation.simulation.engine import simulate
 from llm_validation.simulation.schedules import (

@@ -15,7 +15,6 @@ from llm_validation.training.optim import (
     ChainedOptimizer,
     build_optimizer,
     group_geometry,
-    lr_at,
     lr_factor,
     normalized_momentum,
     set_lr,
@@ -28,6 +27,11 @@ from theory.geometry import L2, LINF, SPECTRAL
 MOMENTUM_RTOL = 1e-5
 #: ... and an absolute floor for entries near zero (float32 EMA of a constant, O(1) values).
 MOMENTUM_ATOL = 1e-6
+
+
+def lr_at(step: int, cfg: OptimConfig, total_steps: int | None = None) -> float:
+    """The main groups' learning rate at ``step`` (the training loop's ``lr * lr_factor``)."""
+    return cfg.lr * lr_factor(step, cfg, total_steps)
 
 
 def test_muon_takes_hidden_matrices_and_adamw_the_rest():

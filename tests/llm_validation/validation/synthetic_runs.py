@@ -10,7 +10,8 @@ import numpy as np
 
 from llm_validation.config import DelayConfig
 from llm_validation.records.atomic_io import write_json
-from llm_validation.sweep.grid import default_base, point_name
+from llm_validation.records.run_name import point_name
+from llm_validation.sweep.grid import default_base
 
 __all__ = ["STEPS", "STATS_EVERY", "fake_run", "headline"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from llm_validation.sweep.grid import SweepGrid
 from llm_validation.sweep.runner import run_sweep
-from llm_validation.validation.plots import make_plots
+from llm_validation.validation.figures import plot_validation
 from llm_validation.validation.runs import load_runs
 from llm_validation.validation.validate import validate
 from llm_validation.validation.verdict import INCONCLUSIVE
@@ -52,7 +52,7 @@ def test_validate_reads_real_runs(runs_dir):
 
 
 def test_plots_from_real_runs(runs_dir, tmp_path):
-    made = make_plots(load_runs([runs_dir]), tmp_path)
+    made = plot_validation(load_runs([runs_dir]), tmp_path)
     assert {"loss_curves.png", "cos_delayed_fresh.png", "smoothness.png"} <= set(made)
     for p in made.values():
         assert p.stat().st_size > 5000        # a real image, not an empty canvas

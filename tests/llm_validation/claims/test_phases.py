@@ -1,4 +1,4 @@
-"""The extra-seeds stage's budget: cheapest claims first, shared runs counted once, the rest
+"""The extra-seeds phase's budget: cheapest claims first, shared runs counted once, the rest
 reported with the seeds they would have run to."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _result(cid, *checks):
 
 
 def test_extension_seeds_reads_every_seed_count_kind():
-    """The extra-seeds stage extends a claim on any undecided check a seed count can decide
+    """The extra-seeds phase extends a claim on any undecided check a seed count can decide
     (side, equivalence, group kinds, parts of aggregates), at the count the seeds-needed rule
     gives (the side check's second look on each kind's distance); a check whose measured effect
     sits on its boundary, or a divergence check, is reported and not extended."""

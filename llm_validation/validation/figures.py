@@ -1,6 +1,6 @@
-"""Validation plots (PNG): what the verdicts are made of, drawn from the same runs and fits.
+"""Validation figures (PNG): what the verdicts are made of, drawn from the same runs and fits.
 
-:func:`make_plots(runs, out_dir)` writes every plot whose data exist and returns
+:func:`plot_validation(runs, out_dir)` writes every plot whose data exist and returns
 ``{file name: path}``:
 
 - ``loss_curves.png``: validation loss over training, sync vs 2BW vs 2BW+EF per optimizer at
@@ -31,7 +31,7 @@ from llm_validation.validation.inference import fit_pl_tau_shape, fit_power_law,
 from llm_validation.validation.runs import RunRecord, sync_partner
 from llm_validation.validation.trends import best_family, family_points
 
-__all__ = ["make_plots", "plain_ticks", "DPI"]
+__all__ = ["plot_validation", "plain_ticks", "DPI"]
 
 #: Resolution of every PNG (readable on screen and in a README without being large).
 DPI = 110
@@ -370,9 +370,9 @@ def _smoothness_plot(runs, base, out, made):
     _save(fig, out, "smoothness.png", made)
 
 
-def make_plots(runs: Sequence[RunRecord], out_dir: str | Path,
+def plot_validation(runs: Sequence[RunRecord], out_dir: str | Path,
                metric: str = "final") -> dict[str, Path]:
-    """Write the plots whose data exist into ``out_dir``; returns {file name: path}."""
+    """Write the figures whose data exist into ``out_dir``; returns {file name: path}."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     made: dict[str, Path] = {}
