@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from delaybound.output import print_json
 
@@ -57,6 +58,31 @@ def _plan(as_json: bool) -> int:
     return 0
 
 
+def _write_protocol(out: str) -> int:
+    """Write the protocol into ``out``. A folder that records other rules is refused (its runs
+    were judged by them: a new protocol needs a new folder); one that records the same rules
+    gets the checkout's decision-code digest and commit re-recorded, said in one line."""
+    from llm_validation.delay_law import protocol
+    from llm_validation.records.atomic_io import read_json
+    path = Path(out) / protocol.PROTOCOL_FILE
+    before = read_json(path) if path.exists() else None
+    now = protocol.digest(protocol.protocol_doc())
+    if before is not None and before.get("digest") != now:
+        raise ValueError(f"{path} records protocol {str(before.get('digest'))[:12]}, this "
+                         f"checkout's rules are {now[:12]}: a folder's protocol is never "
+                         "replaced (write the new one into another folder)")
+    doc = protocol.write(out)
+    if before is None:
+        print(f"protocol {doc['digest'][:12]} written to {path}: commit it before any run")
+    elif before.get("code_digest") != doc["code_digest"]:
+        print(f"protocol {doc['digest'][:12]}: rules unchanged, decision code re-recorded "
+              f"({str(before.get('code_digest'))[:12]} -> {doc['code_digest'][:12]}): commit "
+              "it, and say in the ledger's README what changed and which runs had started")
+    else:
+        print(f"protocol {doc['digest'][:12]}: already recorded in {path}")
+    return 0
+
+
 def cmd_delay_law(args: argparse.Namespace) -> int:
     from llm_validation.delay_law import ledger, protocol
     if args.action == "plan":
@@ -64,11 +90,12 @@ def cmd_delay_law(args: argparse.Namespace) -> int:
     if not args.out:
         raise ValueError(f"delay-law {args.action} needs --out DIR")
     if args.action == "protocol":
-        doc = protocol.write(args.out)
-        print(f"protocol {doc['digest'][:12]} written to {args.out}/protocol.json: commit it "
-              "before any run")
-        return 0
+        return _write_protocol(args.out)
     rec = protocol.check(args.out, reanalyse=args.reanalyse)
+    if rec.get("code_changed"):
+        print("delaybound delay-law: the decision code differs from the one the protocol "
+              "records (its code digest): re-record it with `delay-law protocol` and commit "
+              "before the runs it judges", file=sys.stderr)
     if args.action == "run":
         if not args.phase:
             raise ValueError("delay-law run needs --phase lr|train|held-out")

@@ -40,9 +40,8 @@ from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
 
-from llm_validation.advice.horizon import LEVEL, GapPrediction
+from llm_validation.advice.horizon import LEVEL, GapPrediction, ols_predict
 
 __all__ = ["FAMILIES", "SMOOTHNESS_KEY", "STEP_KEY", "family", "momentum_factor",
            "delay_statistic", "Calibration", "calibrate", "predict_theory"]
@@ -110,11 +109,13 @@ class Calibration:
         return float(math.exp(self.log_ratios.mean())) if self.n else math.nan
 
     def half_width(self, level: float = LEVEL) -> float:
-        """Half width of the log-scale prediction interval (inf with fewer than 2 ratios)."""
+        """Half width of the log-scale prediction interval of one more ratio, ``t_{n-1} s
+        sqrt(1 + 1/n)`` (:func:`~llm_validation.advice.horizon.ols_predict` on a constant; inf
+        with fewer than 2 ratios)."""
         if self.n < 2:
             return math.inf
-        s = float(self.log_ratios.std(ddof=1))
-        return float(stats.t.ppf(0.5 + level / 2, self.n - 1)) * s * math.sqrt(1 + 1 / self.n)
+        est, _, hi, _ = ols_predict(np.ones((self.n, 1)), self.log_ratios, np.ones(1), level)
+        return hi - est
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "mode": self.mode, "constant": self.constant,

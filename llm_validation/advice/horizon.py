@@ -41,9 +41,11 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
 
-__all__ = ["LEVEL", "TREND", "ADDITIVE", "GapPrediction", "fit_horizon", "predict_empirical"]
+from llm_validation.validation.student import t_quantile
+
+__all__ = ["LEVEL", "TREND", "ADDITIVE", "GapPrediction", "ols_predict", "fit_horizon",
+           "predict_empirical"]
 
 #: Level of every interval advise prints (the validation's 95%).
 LEVEL = 0.95
@@ -80,22 +82,22 @@ TREND = "log g = a + b log T"
 ADDITIVE = "g = a + b log T"
 
 
-def _ols(x: np.ndarray, y: np.ndarray, x_star: float,
-         level: float) -> tuple[float, float, float, float, float]:
-    """OLS line ``y = a + b x`` read at ``x_star``: (estimate, lo, hi, a, b) with the t
-    prediction interval of one more point (infinite for n <= 2)."""
-    n = x.size
-    X = np.column_stack([np.ones(n), x])
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    xs = np.array([1.0, x_star])
-    est = float(xs @ coef)
-    if n <= 2:
-        return est, -math.inf, math.inf, float(coef[0]), float(coef[1])
-    resid = y - X @ coef
-    s2 = float(resid @ resid) / (n - 2)
-    lever = float(xs @ np.linalg.inv(X.T @ X) @ xs)
-    half = float(stats.t.ppf(0.5 + level / 2, n - 2)) * math.sqrt(s2 * (1 + lever))
-    return est, est - half, est + half, float(coef[0]), float(coef[1])
+def ols_predict(X: np.ndarray, y: np.ndarray, x_star: np.ndarray,
+                level: float = LEVEL) -> tuple[float, float, float, np.ndarray]:
+    """Least squares ``y = X beta`` read at ``x_star``: (estimate, lo, hi, beta) with the t
+    prediction interval of one more point, ``x*' beta +- t_{n-p} s sqrt(1 + x*' (X'X)^+ x*)``
+    (infinite when ``n <= p``). A constant (``X`` one column of ones, ``x* = 1``) gives the
+    mean and ``t_{n-1} s sqrt(1 + 1/n)``."""
+    n, p = X.shape
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    est = float(x_star @ beta)
+    if n <= p:
+        return est, -math.inf, math.inf, beta
+    resid = y - X @ beta
+    s2 = float(resid @ resid) / (n - p)
+    lever = float(x_star @ np.linalg.pinv(X.T @ X) @ x_star)
+    half = float(t_quantile(level, n - p)) * math.sqrt(s2 * (1 + lever))
+    return est, est - half, est + half, beta
 
 
 def fit_horizon(horizons: Sequence[float], fractions: Sequence[float], target: float,
@@ -109,7 +111,7 @@ def fit_horizon(horizons: Sequence[float], fractions: Sequence[float], target: f
         raise ValueError("fit_horizon needs one gap fraction per horizon, at least one pair")
     if np.any(T <= 0) or not np.all(np.isfinite(g)) or not target > 0:
         raise ValueError("fit_horizon needs positive horizons and finite gap fractions")
-    n, q = T.size, 0.5 + level / 2
+    n = T.size
     distinct = np.unique(T)
     positive = bool(np.all(g > 0))
     scale = "log" if positive else "g"
@@ -119,25 +121,24 @@ def fit_horizon(horizons: Sequence[float], fractions: Sequence[float], target: f
         y = np.log(g) if positive else g
         trend = (f"none (one horizon): {'log g' if positive else 'g'} constant"
                  + ("" if positive else " (a pilot pair has g <= 0: no logarithm)"))
-        m = float(y.mean())
-        half = (float(stats.t.ppf(q, n - 1)) * float(y.std(ddof=1)) * math.sqrt(1 + 1 / n)
-                if n >= 2 else math.inf)
-        est, lo, hi = m, m - half, m + half
+        est, lo, hi, _ = ols_predict(np.ones((n, 1)), y, np.ones(1), level)
         if positive:
             est, lo, hi = math.exp(est), math.exp(lo), math.exp(hi)
         return GapPrediction(estimate=est, lo=lo, hi=hi, n=n, method="empirical",
                              detail={"trend": trend, "scale": scale,
                                      "horizons": distinct.tolist()})
+    X, xs = np.column_stack([np.ones(n), np.log(T)]), np.array([1.0, math.log(target)])
     if positive:
         # the median of a log-normal prediction: exp of the log-scale line and its interval
-        est, lo, hi, a, b = _ols(np.log(T), np.log(g), math.log(target), level)
+        est, lo, hi, (a, b) = ols_predict(X, np.log(g), xs, level)
         est, lo, hi = math.exp(est), math.exp(lo), math.exp(hi)
         trend = TREND
     else:
-        est, lo, hi, a, b = _ols(np.log(T), g, math.log(target), level)
+        est, lo, hi, (a, b) = ols_predict(X, g, xs, level)
         trend = f"{ADDITIVE} (a pilot pair has g <= 0: no power law)"
     return GapPrediction(estimate=est, lo=lo, hi=hi, n=n, method="empirical",
-                         detail={"trend": trend, "scale": scale, "a": a, "b": b, "horizons": distinct.tolist()})
+                         detail={"trend": trend, "scale": scale, "a": float(a), "b": float(b),
+                                 "horizons": distinct.tolist()})
 
 
 def predict_empirical(pairs: Sequence[Any], target: float,

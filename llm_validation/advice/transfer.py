@@ -45,13 +45,12 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
 
 from llm_validation.advice.delay_term import calibrate, predict_theory
-from llm_validation.advice.horizon import LEVEL, GapPrediction, fit_horizon
+from llm_validation.advice.horizon import LEVEL, GapPrediction, fit_horizon, ols_predict
 
-__all__ = ["LAWS", "LAW_TEXT", "ASSUMPTION", "NotIdentified", "Target", "ols_predict",
-           "law_steps", "law_tokens_per_param", "law_joint", "law_theory", "predict_law"]
+__all__ = ["LAWS", "LAW_TEXT", "ASSUMPTION", "NotIdentified", "Target", "law_steps",
+           "law_tokens_per_param", "law_joint", "law_theory", "predict_law"]
 
 #: The candidate laws, in the order ties are broken.
 LAWS = ("steps", "tokens_per_param", "joint", "theory")
@@ -93,22 +92,6 @@ class Target:
     def tokens_per_param(self) -> float | None:
         """``D / N`` (None without ``n_params``)."""
         return None if self.n_params is None else self.steps * self.tokens_per_step / self.n_params
-
-
-def ols_predict(X: np.ndarray, y: np.ndarray, x_star: np.ndarray,
-                level: float = LEVEL) -> tuple[float, float, float, np.ndarray]:
-    """Least squares ``y = X beta`` read at ``x_star``: (estimate, lo, hi, beta) with the t
-    prediction interval of one more point (infinite when ``n <= p``)."""
-    n, p = X.shape
-    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
-    est = float(x_star @ beta)
-    if n <= p:
-        return est, -math.inf, math.inf, beta
-    resid = y - X @ beta
-    s2 = float(resid @ resid) / (n - p)
-    lever = float(x_star @ np.linalg.pinv(X.T @ X) @ x_star)
-    half = float(stats.t.ppf(0.5 + level / 2, n - p)) * math.sqrt(s2 * (1 + lever))
-    return est, est - half, est + half, beta
 
 
 def _positive(pairs: Sequence[Any], law: str) -> list[Any]:

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
 
-from llm_validation.validation.student import fieller_set, t_bounds
+from llm_validation.validation.student import fieller_set, t_bounds, t_quantile
 
 __all__ = ["DEFAULT_LEVEL", "level_text", "DEFAULT_BOOTSTRAP", "Interval", "t_interval",
            "welch_interval", "bootstrap_interval", "LinearFit", "fit_linear", "PowerLawFit",
@@ -171,7 +171,7 @@ def welch_interval(a: Sequence[float], b: Sequence[float],
     if se2 == 0.0:
         return Interval(estimate=diff, lo=diff, hi=diff, level=level, n=n, method="welch")
     dof = se2 ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
-    half = float(stats.t.ppf(0.5 + level / 2, dof)) * math.sqrt(se2)
+    half = float(t_quantile(level, dof)) * math.sqrt(se2)
     return Interval(estimate=diff, lo=diff - half, hi=diff + half, level=level, n=n,
                     method="welch")
 
@@ -255,7 +255,7 @@ def fit_linear(X: Sequence[Sequence[float]] | np.ndarray, y: Sequence[float],
                          dof=max(dof, 0), r2=r2)
     s2 = rss / dof
     cov = s2 * np.linalg.inv(A.T @ A)
-    tq = float(stats.t.ppf(0.5 + level / 2, dof))
+    tq = float(t_quantile(level, dof))
     ints = tuple(Interval(estimate=float(c), lo=float(c - tq * math.sqrt(cov[i, i])),
                           hi=float(c + tq * math.sqrt(cov[i, i])), level=level, n=n,
                           method="fit") for i, c in enumerate(coef))
@@ -317,7 +317,7 @@ def fit_power_law(x: Sequence[float], y: Sequence[float],
         return PowerLawFit(exponent=Interval.unbounded(float(p0), n=n, level=level),
                            prefactor=float(a0), n=n)
     se = math.sqrt(cov[1, 1]) if np.isfinite(cov[1, 1]) and cov[1, 1] >= 0 else float("inf")
-    tq = float(stats.t.ppf(0.5 + level / 2, n - 2))
+    tq = float(t_quantile(level, n - 2))
     prefactor = float(a * scale / x_ref ** p)
     if not math.isfinite(se):
         return PowerLawFit(exponent=Interval.unbounded(float(p), n=n, level=level),
@@ -381,7 +381,7 @@ def fit_pl_tau_shape(tau: Sequence[float], gap: Sequence[float], alpha: float,
     free = fit_linear(np.stack([t * (t + k), t], axis=1), g, level)
     a_int, b_int = free.coef
     if free.dof > 0 and all(math.isfinite(v) for row in free.cov for v in row):
-        tq = float(stats.t.ppf(0.5 + level / 2, free.dof))
+        tq = float(t_quantile(level, free.dof))
         c = _fieller(a_int.estimate, b_int.estimate, free.cov[0][0], free.cov[1][1],
                      free.cov[0][1], tq, level, int(t.size))
     else:

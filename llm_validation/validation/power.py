@@ -33,6 +33,7 @@ import math
 from scipy import stats
 
 from llm_validation.validation.inference import DEFAULT_LEVEL
+from llm_validation.validation.student import t_quantile
 
 __all__ = ["POWERS", "MAX_SEEDS", "seeds_needed"]
 
@@ -43,7 +44,7 @@ MAX_SEEDS = 1000
 
 
 def _power(n: int, z: float, level: float) -> float:
-    crit = float(stats.t.ppf(0.5 + level / 2, n - 1))
+    crit = float(t_quantile(level, n - 1))
     return float(stats.nct.sf(crit, n - 1, z * math.sqrt(n)))
 
 

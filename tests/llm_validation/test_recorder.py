@@ -27,16 +27,6 @@ from tests.llm_validation.helpers import MICRO
 RECORDER_RTOL = 1e-12
 
 
-@pytest.fixture
-def one_thread():
-    """One torch thread: the micro model is fastest so, above all on a loaded machine (the
-    comparison is within one thread count, so it stays bitwise)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _cfg(out, name, tau, lam):
     return TrainConfig(
         model=MICRO, data=DataConfig(seq_len=16),

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from llm_validation.claims.decide.checks import aggregate, at_level, make, not_measured
@@ -17,13 +17,14 @@ from llm_validation.claims.decide.sequential import DEFAULT_POLICY
 from tests.llm_validation.claims.oracles import A_MIN, pvalue_by_bisection
 
 #: Closed form vs bisection: below A_MIN the bisection reports 0 (a level 1 - a keeps too few
-#: digits of a); above it the bisection resolves a to 1e-13 and scipy's t tail and quantile
-#: invert each other to ~1e-14, so 1e-9 relative leaves a wide margin and still catches any
-#: formula error (a wrong tail or factor 2 is off by 10% or more).
+#: digits of a); above it the bisection resolves a to 1e-13 and the t tail (scipy) and
+#: ``student.t_quantile`` invert each other to ~1e-14, so 1e-9 relative leaves a wide margin
+#: and still catches any formula error (a wrong tail or factor 2 is off by 10% or more).
 PVALUE_ATOL = A_MIN
 PVALUE_RTOL = 1e-9
-#: Examples per kind: the bisection costs 48 at_level calls (~20 ms); a third of the profile's
-#: count, at least 15 (keeps the file at a few seconds under the dev and ci profiles).
+#: Examples per kind (the closed-form test draws the kind too: this many times the kinds):
+#: the bisection costs 48 at_level calls (~20 ms); a third of the profile's count, at least
+#: 15 (keeps the file at a few seconds under the dev and ci profiles).
 EXAMPLES = max(15, settings.default.max_examples // 3)
 
 
@@ -62,11 +63,32 @@ def random_check(draw, kind: str):
     return make("random", kind, {"x": draw(_values())}, {"x": 1.0}, **params)
 
 
-@pytest.mark.parametrize("kind", FAMILY_KINDS)
-@settings(max_examples=EXAMPLES)
-@given(data=st.data())
-def test_closed_form_equals_bisection(kind, data):
-    c = data.draw(random_check(kind))
+#: Checks a hypothesis search found (same_sign): a group of 5 or 7 seeds whose rounded values
+#: have a mean of ~1e-17 (t ~ 1e-16: p_nom is 1 to double precision). ``stats.t.ppf``'s t
+#: quantile is 0 below level ~1e-8 at dof 4 and 6; from it, at_level sees a zero-width
+#: interval beside 0 there and decides, and the bisection gives 0.99999999 against the closed
+#: form's 1.0. ``student.t_quantile`` is exact there.
+FOUND_DOF_4 = make("found", "same_sign", {
+    "A": {0: -1.4, 1: 0.7, 2: -0.2, 3: 0.7, 4: 0.2},
+    "B": {0: 1.6217525151399943, 1: -0.16690391683516925, 2: -1.047946853305053,
+          3: 1.3998628173117689, 4: -0.4911779031417327, 5: 0.09651809749506943,
+          6: 1.1324985991440075, 7: -0.44147941366170884},
+    "C": {0: -0.6598048116619255, 1: 0.17938921800878888, 2: 1.2201733169359885}},
+    widths={"A": 0.825443360141515, "B": 2.5776153468364016, "C": 0.015019117677279231})
+FOUND_DOF_6 = make("found", "same_sign", {
+    "A": {0: -0.07083270809788388, 1: -0.034489594906141216, 2: 0.06061108854028329,
+          3: 0.02874987244282374, 4: 0.05688295780534856, 5: -0.013293160229804524},
+    "B": {0: -0.07083270809788388, 1: -0.034489594906141216, 2: 0.06061108854028329,
+          3: 0.02874987244282374, 4: 0.05688295780534856, 5: -0.013293160229804524},
+    "C": {0: -0.3, 1: 0.3, 2: 0.4, 3: -0.3, 4: -0.1, 5: 0.0, 6: 0.0}},
+    widths={"A": 2.155585284719777, "B": 0.09872146582930699, "C": 0.60592870351948})
+
+
+@settings(max_examples=EXAMPLES * len(FAMILY_KINDS))
+@given(c=st.sampled_from(FAMILY_KINDS).flatmap(random_check))
+@example(c=FOUND_DOF_4)
+@example(c=FOUND_DOF_6)
+def test_closed_form_equals_bisection(c):
     closed, reference = nominal_pvalue(c), pvalue_by_bisection(c)
     assert 0.0 <= closed <= 1.0
     assert _close(closed, reference), (c.kind, c.samples or c.inputs, c.params, closed,

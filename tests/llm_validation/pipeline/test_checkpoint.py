@@ -17,10 +17,7 @@ from tests.llm_validation.pipeline.support import pipe_cfg, pipeline_weights, sm
 CONSTANT = OptimConfig(name="muon", lr=0.02, schedule="constant")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
-    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
+pytestmark = pytest.mark.usefixtures("pipeline_env")
 
 
 def _shard(run_dir, step: int, stage: int):

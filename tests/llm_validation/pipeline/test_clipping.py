@@ -21,10 +21,7 @@ CLIP = 2.0
 SGD = OptimConfig(name="sgd", lr=0.3, momentum=0.9, grad_clip=CLIP, schedule="constant")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
-    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
+pytestmark = pytest.mark.usefixtures("pipeline_env")
 
 
 def _clipped_somewhere(run_dir: str, clip: float = CLIP) -> None:

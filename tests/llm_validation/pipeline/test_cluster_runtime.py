@@ -26,10 +26,7 @@ SHORT_HANG_S = 1.5
 SLOW_SAVES = {0: 4.0, 1: 2.0}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
-    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
+pytestmark = pytest.mark.usefixtures("pipeline_env")
 
 
 def test_grouped_sends_are_reaped_and_large_messages_arrive(tmp_path, monkeypatch):

@@ -44,11 +44,7 @@ ALLREDUCE_NS_DTYPE = "float32"
 ALLREDUCE_KEYS = ("loss", "val_loss", "grad_norm", "grad_noise_var")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
-    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
-    monkeypatch.delenv("DELAYBOUND_DP_REDUCE", raising=False)
+pytestmark = pytest.mark.usefixtures("pipeline_env")
 
 
 @pytest.mark.parametrize("pipeline", ["2bw", "1f1b"])

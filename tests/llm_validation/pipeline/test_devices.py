@@ -14,9 +14,7 @@ from tests.llm_validation.pipeline.support import (assert_same_run, assert_stage
 
 
 @pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
-    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
+def _no_staging_override(pipeline_env, monkeypatch):
     monkeypatch.delenv(devices.STAGING_ENV, raising=False)
 
 

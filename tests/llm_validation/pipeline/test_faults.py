@@ -29,9 +29,7 @@ EXIT_WITHIN_S = 60.0
 HANG_TIMEOUT_S = 3.0
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
+pytestmark = pytest.mark.usefixtures("pipeline_env")
 
 
 def _pids(run_dir) -> list[int]:

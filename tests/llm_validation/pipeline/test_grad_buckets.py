@@ -31,10 +31,7 @@ MICROBATCHES = 3
 
 
 @pytest.fixture(autouse=True)
-def _env(monkeypatch):
-    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
-    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
-    monkeypatch.delenv("DELAYBOUND_DP_REDUCE", raising=False)
+def _env(pipeline_env, monkeypatch):
     monkeypatch.delenv(BUCKET_ENV, raising=False)
 
 

@@ -14,11 +14,7 @@ from llm_validation.run import run as launch
 from tests.llm_validation.pipeline.support import dp_cfgs, pipe_cfg, small_corpus
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
-    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
-    monkeypatch.delenv("DELAYBOUND_DP_REDUCE", raising=False)
+pytestmark = pytest.mark.usefixtures("pipeline_env")
 
 
 def _kinds_by_group(traces: dict) -> dict[str, dict[str, int]]:

@@ -22,9 +22,7 @@ CONSTANT = OptimConfig(name="muon", lr=0.02, schedule="constant")
 
 
 @pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
-    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
+def _ordered_reduce(pipeline_env, monkeypatch):
     monkeypatch.setenv("DELAYBOUND_DP_REDUCE", "ordered")
 
 

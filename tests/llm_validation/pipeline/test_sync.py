@@ -16,10 +16,7 @@ from tests.llm_validation.pipeline.support import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
-    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
+pytestmark = pytest.mark.usefixtures("pipeline_env")
 
 
 @pytest.mark.parametrize("pipeline,P,M", [("gpipe", 2, 2), ("1f1b", 3, 3), ("1f1b", 2, 4)])

@@ -17,10 +17,7 @@ from tests.llm_validation.pipeline.support import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread(monkeypatch):
-    monkeypatch.setenv("DELAYBOUND_PIPE_THREADS", "1")
-    monkeypatch.delenv("DELAYBOUND_PIPE_FAULT", raising=False)
+pytestmark = pytest.mark.usefixtures("pipeline_env")
 
 
 @pytest.mark.parametrize("P,M", [(2, 2), (2, 4), (3, 3), (3, 6)])

@@ -79,15 +79,6 @@ def _losses(out) -> list[float]:
     return [r["loss"] for r in read_metrics(RunPaths(out).metrics) if r.get("kind") == "train"]
 
 
-@pytest.fixture
-def one_thread():
-    """A compiled CPU run repeats bitwise on one torch thread (training.compiled)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_compiled_run_repeats_bitwise_and_stays_within_tolerance_and_seed_noise(tmp_path,
                                                                                 one_thread):
     eager = {(tau, s): train(_cfg(tmp_path / f"e{tau}{s}", tau=tau, seed=s, compile=False),

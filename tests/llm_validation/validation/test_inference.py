@@ -244,6 +244,37 @@ def test_t_interval_and_the_vectorised_bounds_agree():
     assert r.method == "fieller" and (r.lo, r.hi) == (float(flo), float(fhi))
 
 
+#: t_quantile vs the t CDF at the quantile, relative: its end points are accurate to a few
+#: ulps, and a 1e-16 error of the tail becomes 1e-10 of ``level`` at level 1e-6 (for scale:
+#: ``stats.t.ppf``'s quantile is off by 100% at dof 4 and 6 below level 1e-7, by 1e-4 at 1e-12).
+QUANTILE_RTOL = 1e-9
+#: Levels below this are checked against the median slope ``q = level / (2 f(0))`` (the
+#: CDF cannot resolve them: ``0.5 + level / 2`` keeps ~1e-16 / level of them); its relative
+#: error is O(q^2) < 1e-13 there.
+MEDIAN_LEVEL = 1e-6
+
+
+@pytest.mark.parametrize("dof", [1, 2, 3, 4, 5, 6, 7, 8, 2.5, 30.0])
+def test_t_quantile_is_accurate_at_every_level(dof):
+    from scipy import special, stats
+    from llm_validation.validation.student import t_quantile
+    density0 = math.exp(math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2)) / math.sqrt(
+        dof * math.pi)
+    def close(a: float, b: float) -> bool:
+        return abs(a - b) <= QUANTILE_RTOL * abs(b)
+
+    for level in (1e-12, 1e-9, 5e-9, 1e-8, 1e-7):                # near the median
+        q = float(t_quantile(level, dof))
+        assert level < MEDIAN_LEVEL and close(q, level / (2 * density0)), (level, q)
+    for level in (MEDIAN_LEVEL, 1e-3, 0.1, 0.5, 0.9, 0.95, 0.99, 0.99999):
+        q = float(t_quantile(level, dof))
+        assert close(2 * special.stdtr(dof, -q), 1 - level), (level, q)
+        if level >= 0.5:                                          # scipy's ppf is exact there
+            assert close(q, stats.t.ppf(0.5 + level / 2, dof)), (level, q)
+    qs = t_quantile(0.95, np.array([2.0, 4.0]))                   # vectorised over dof
+    assert qs.shape == (2,) and qs[1] == float(t_quantile(0.95, 4.0))
+
+
 #: Draws per scenario of the two-look seed policy (a Python loop with a power look-up per
 #: undecided draw: ~10 s each); its standard error near 0.95 is 0.0034, a third of
 #: COVERAGE_TOL / 2.
