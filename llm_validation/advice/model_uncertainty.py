@@ -5,12 +5,13 @@ Algorithm
     Per delayed mode (2BW, 2BW + EF) at the user's run (:class:`~.transfer.Target`: steps,
     tokens per step, parameters):
 
-    1. every candidate law (:data:`~.transfer.LAWS`) is fitted on the pilot's pairs of the
+    1. every law (:data:`~.transfer.ALL_LAWS`) is fitted on the pilot's pairs of the
        optimizer and mode (``theory``: calibrated on the family's pairs, applied to the pilot's
        synchronous reference runs) and read at the target; a law the pilot cannot fit is listed
        with its reason;
-    2. the law used is the one chosen on held-out sizes (:func:`~.transfer_choice.choose`), or,
-       when it cannot be fitted at the target, the first fitted law of ``steps``, ``theory``;
+    2. the law used is the one requested (``choice["requested"]``: refused with the law's own
+       one-line reason when it cannot be fitted) or chosen on held-out sizes
+       (:func:`~.transfer_choice.choose`), or, when it cannot be fitted at the target, the first fitted law of ``steps``, ``theory``;
        its 95% interval is the *statistical* interval (residual scatter of its fit);
     3. the *model-uncertainty range* is ``[min, max]`` of the estimates of the fitted laws not
        ruled out on the held-out scores, and of the law used (always); both ends become lag
@@ -36,7 +37,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from llm_validation.advice.transfer import ASSUMPTION, LAWS, NotIdentified, Target, predict_law
+from llm_validation.advice.transfer import (ALL_LAWS, ASSUMPTION, NotIdentified, Target,
+                                            predict_law)
 from llm_validation.advice.time_to_target import lag_fraction_from_gap, ratios_to_reference
 
 __all__ = ["EXTRAPOLATION_FACTOR", "FALLBACK_ORDER", "transfer_delay_cost", "model_time_ratios",
@@ -62,7 +64,7 @@ def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode
     no law can be fitted."""
     own = [p for p in all_pairs if p.optimizer == optimizer and p.mode == mode]
     preds, reasons = {}, {}
-    for law in LAWS:
+    for law in ALL_LAWS:
         if law != "theory" and not own:
             reasons[law] = f"no pilot pair of {optimizer} in mode {mode!r}"
             continue
@@ -71,13 +73,17 @@ def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode
                                      syncs=ref.runs, optimizer=optimizer, mode=mode)
         except NotIdentified as exc:
             reasons[law] = str(exc)
+    if choice.get("requested") and choice["law"] not in preds:
+        if not own and choice["law"] != "theory":
+            return None            # this mode has no pair: no prediction, as for every law
+        raise ValueError(f"--law {choice['law']}: {reasons[choice['law']]}")
     if not preds:
         return None
     used = choice["law"] if choice["law"] in preds else next(
         (law for law in FALLBACK_ORDER if law in preds), next(iter(preds)))
     p = preds[used]
     f = {k: lag_fraction_from_gap(ref.steps, ref.vals, v) for k, v in _iv(p).items()}
-    in_range = [law for law in LAWS if law in preds
+    in_range = [law for law in ALL_LAWS if law in preds
                 and (law in choice["not_ruled_out"] or law == used)]
     lo = min(preds[law].estimate for law in in_range)
     hi = max(preds[law].estimate for law in in_range)
