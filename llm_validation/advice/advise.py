@@ -9,7 +9,9 @@ Algorithm
        pairs of this optimizer, else from the theory predictor
        (:mod:`~llm_validation.advice.delay_term`, calibrated on the pilot's pairs of the family);
        both are reported when both apply. ``g`` becomes a lag fraction on the pilot's synchronous
-       curve (:func:`~llm_validation.advice.time_to_target.lag_fraction_from_gap`).
+       curve (:func:`~llm_validation.advice.time_to_target.lag_fraction_from_gap`), or on the
+       compute frontier when the pilot holds shorter fully trained synchronous runs at the
+       reference's size, batch and lr (:func:`~llm_validation.advice.pilot.frontier_points`).
     3. Time to the synchronous final loss per schedule, as a ratio to 1F1B with an interval
        (:func:`~llm_validation.advice.time_to_target.ratios_to_reference`); the recommendation
        is the schedule with the smallest estimate, and why, in two sentences.
@@ -37,10 +39,10 @@ from typing import Any, Callable, Sequence
 from llm_validation.advice.delay_term import FAMILIES
 from llm_validation.advice.model_uncertainty import (extrapolation, model_time_ratios,
                                                      transfer_delay_cost)
-from llm_validation.advice.pilot import PilotRun, pairs, sync_curve
+from llm_validation.advice.pilot import PilotRun, frontier_points, pairs, sync_curve
 from llm_validation.advice.throughput import DELAYED_ADVISED, SYNC_ADVISED
 from llm_validation.advice.time_to_target import (MIN_LAG_FRACTION, REFERENCE,
-                                                  ratios_to_reference)
+                                                  frontier_unusable, ratios_to_reference)
 from llm_validation.advice.transfer import ALL_LAWS, Target
 from llm_validation.advice.transfer_choice import choose, score_laws
 
@@ -186,11 +188,14 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
                     steps_stated=spec.batch_tokens is not None,
                     lr_ratio=None if spec.lr is None else spec.lr / pilot_lr,
                     pilot_lr=None if spec.lr is None else pilot_lr)
+    front = frontier_points(runs, ref)
+    unusable = frontier_unusable(*front)
+    frontier = None if unusable else front
     delay: dict[str, Any] = {}
     for name, mode in MODES.items():
         if progress is not None:
             progress(f"predicting the delay cost of {name}")
-        d = transfer_delay_cost(all_pairs, ref, spec.optimizer, mode, target, choice)
+        d = transfer_delay_cost(all_pairs, ref, spec.optimizer, mode, target, choice, frontier)
         if d is not None:
             delay[name] = d
     if "2bw" not in delay:
@@ -212,6 +217,11 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
     if extra is not None:
         rec["why"] = f"{rec['why']} {extra['text']}."
     notes = one_horizon_warnings(delay, spec.optimizer, ref.horizon, S)
+    notes.append(f"lag read on the compute frontier: the pilot's synchronous runs at "
+                 f"{', '.join(f'{x:g}' for x in front[0])} steps, each fully trained"
+                 if frontier else
+                 f"lag read on the synchronous run's own curve, which understates the compute a "
+                 f"delay costs: {unusable}")
     if spec.batch_tokens is not None and spec.batch_tokens != sim_per_step:
         notes.append(f"the step count is read at --batch-tokens {spec.batch_tokens:g} "
                      f"({S:,.0f} steps); the simulated schedules step {sim_per_step:g} tokens, "
@@ -229,6 +239,8 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
                       "reference_loss_drop": ref.loss_drop,
                       "reference_curve": [[float(a), float(b)] for a, b in
                                           zip(ref.steps, ref.vals)]},
+            "frontier": {"steps": front[0], "losses": front[1], "used": frontier is not None,
+                         "reason": unusable},
             "throughput": table, "delay_cost": delay, "time_to_target": ttt,
             "transfer": {"choice": choice, "held_out": scores, "params": spec.params},
             "extrapolation": extra, "recommendation": rec, "notes": notes}

@@ -56,12 +56,15 @@ def _iv(pred: Any) -> dict[str, float]:
 
 
 def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode: str,
-                        target: Target, choice: Mapping[str, Any]) -> dict[str, Any] | None:
+                        target: Target, choice: Mapping[str, Any],
+                        frontier: tuple[Sequence[float], Sequence[float]] | None = None
+                        ) -> dict[str, Any] | None:
     """``mode``'s delay cost at ``target`` (module docstring): ``used`` (the law), its gap
     fraction, gap at the pilot's scale, lag fraction and lag steps with the statistical interval,
     every law's prediction (``predictions``) or reason (``not_fitted``), and
-    ``model_uncertainty`` (the laws in the range, gap and lag fraction ``lo``/``hi``). None when
-    no law can be fitted."""
+    ``model_uncertainty`` (the laws in the range, gap and lag fraction ``lo``/``hi``); every
+    lag is read on the compute ``frontier`` when given, else on the synchronous curve
+    (:func:`~.time_to_target.lag_fraction_from_gap`). None when no law can be fitted."""
     own = [p for p in all_pairs if p.optimizer == optimizer and p.mode == mode]
     preds, reasons = {}, {}
     for law in ALL_LAWS:
@@ -82,7 +85,10 @@ def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode
     used = choice["law"] if choice["law"] in preds else next(
         (law for law in FALLBACK_ORDER if law in preds), next(iter(preds)))
     p = preds[used]
-    f = {k: lag_fraction_from_gap(ref.steps, ref.vals, v) for k, v in _iv(p).items()}
+
+    def lag_of(g: float) -> float:
+        return lag_fraction_from_gap(ref.steps, ref.vals, g, frontier)
+    f = {k: lag_of(v) for k, v in _iv(p).items()}
     in_range = [law for law in ALL_LAWS if law in preds
                 and (law in choice["not_ruled_out"] or law == used)]
     lo = min(preds[law].estimate for law in in_range)
@@ -90,8 +96,7 @@ def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode
     model = {"laws": {law: preds[law].estimate for law in in_range},
              "gap_fraction": {"estimate": p.estimate, "lo": lo, "hi": hi},
              "lag_fraction": {"estimate": f["estimate"],
-                              "lo": lag_fraction_from_gap(ref.steps, ref.vals, lo),
-                              "hi": lag_fraction_from_gap(ref.steps, ref.vals, hi)},
+                              "lo": lag_of(lo), "hi": lag_of(hi)},
              "ruled_out": dict(choice["ruled_out"])}
     return {"mode": mode, "used": used, "law_reason": (choice["reason"] if used == choice["law"]
                                                        else f"{choice['law']} could not be "
@@ -100,7 +105,8 @@ def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode
             "predictions": {k: v.to_dict() for k, v in preds.items()}, "not_fitted": reasons,
             "gap_fraction": _iv(p),
             "gap_at_pilot_scale": {k: v * ref.loss_drop for k, v in _iv(p).items()},
-            "lag_fraction": f, "lag_steps": {k: v * target.steps for k, v in f.items()},
+            "lag_fraction": f, "lag_reading": "curve" if frontier is None else "frontier",
+            "lag_steps": {k: v * target.steps for k, v in f.items()},
             "pairs": len(own), "model_uncertainty": model}
 
 
