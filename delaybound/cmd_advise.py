@@ -11,7 +11,9 @@ chosen on the pilot's held-out sizes, printed with the spread of the laws not ru
 ("model uncertainty"), or the law ``--law`` requests (the laws in the explicit step count
 ``--tokens / --batch-tokens``, lr ratio ``--lr`` / the pilot's lr and size need those flags);
 ``--plan-pilot`` prints instead the cheapest pilot that would let advise
-choose that law without extrapolating, and its cost. Exit 0; 2 on bad input (one line).
+choose that law without extrapolating, and the pilot at the user's own step count and batch
+(a smaller model trained for the target's steps), each with its cost. Exit 0; 2 on bad input
+(one line).
 """
 
 from __future__ import annotations
@@ -175,6 +177,17 @@ def format_plan(r: dict[str, Any]) -> list[str]:
                f"{r['device_hours']:.3g} device-hours = {r['share_of_target']:.1%} of the target "
                f"run; largest pilot size 1/{r['largest_factor']:g} of the target")
     out.append(f"assumption: {r['assumption']}")
+    p = r["step_pilot"]
+    iv = p["interval"]
+    buys = (f"g x/ {iv['factor']:.3g} (the pilot's seed scatter of log g, {iv['scatter']:.3g})"
+            if iv["factor"] is not None else
+            f"g x/ exp({iv['log_half_width_per_scatter']:.3g} s), s the seeds' scatter of log g "
+            "(give --pilot or --ledger to read it)")
+    out.append(f"at your step count: {p['params']:,} parameters for your {p['steps']:,} steps "
+               f"of {p['tokens_per_step']:g} tokens, {p['seeds']} seeds, {p['runs']} runs, "
+               f"{p['device_hours']:.3g} device-hours = {p['share_of_target']:.1%} of the "
+               f"target run; it measures the delay cost at your steps and batch to a "
+               f"{iv['level']:.0%} interval of {buys}; the size step to yours is still a law's")
     return out
 
 
@@ -232,14 +245,21 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
                            batches=args.batches, chunks=args.chunks,
                            progress=lambda i, n, name: say(f"simulated {name} ({i}/{n})"))
     if args.plan_pilot:
-        from llm_validation.advice.pilot_plan import plan_pilot
+        from llm_validation.advice.pilot import load_pilot, pairs
+        from llm_validation.advice.pilot_plan import plan_pilot, seed_scatter, step_count_pilot
         ref = table["1f1b"]
         devices = spec.stages * spec.data_parallel
-        return {"plan_pilot": plan_pilot(
-            params=spec.params, tokens=spec.tokens, tokens_per_step=ref["tokens_per_step"],
-            device_seconds_per_step=ref["steady_step_time_s"] * devices,
-            largest_factor=args.plan_factor),
-            "cost_source": setup["source"]}
+        batch = spec.batch_tokens or ref["tokens_per_step"]   # the simulated step, scaled to it
+        dev_step = ref["steady_step_time_s"] * devices * batch / ref["tokens_per_step"]
+        pilot_runs = (load_pilot(pilot=args.pilot) if args.pilot else []) + [
+            r for led in args.ledger or [] for r in load_pilot(ledger=led)]
+        own = [q for q in pairs(pilot_runs) if q.optimizer == spec.optimizer]
+        return {"plan_pilot": {**plan_pilot(
+            params=spec.params, tokens=spec.tokens, tokens_per_step=batch,
+            device_seconds_per_step=dev_step, largest_factor=args.plan_factor), "step_pilot": step_count_pilot(
+            params=spec.params, tokens=spec.tokens, tokens_per_step=batch,
+            device_seconds_per_step=dev_step, largest_factor=args.plan_factor,
+            scatter=seed_scatter(own))}, "cost_source": setup["source"]}
     say("reading the pilot")
     runs = load_pilot(pilot=args.pilot)
     for ledger in args.ledger or []:          # one ledger per model size: their runs are pooled
@@ -343,7 +363,9 @@ def register(subparsers: Any) -> None:
       help=f"use this transfer law ({', '.join(ALL_LAWS)}) instead of the one chosen on "
            "held-out sizes; refused in one line when the pilot or the flags cannot fit it")
     a("--plan-pilot", action="store_true", help="print the cheapest pilot (sizes, horizons, "
-      "seeds) that lets advise choose its transfer law without extrapolating, and its cost")
+      "seeds) that lets advise choose its transfer law without extrapolating, and the pilot at "
+      "your step count and batch (a smaller model for your steps), with their costs and the "
+      "interval the latter buys (read from --pilot/--ledger's seeds when given)")
     a("--plan-factor", type=_positive("--plan-factor", "factor"), default=10.0, metavar="F",
       help="--plan-pilot's largest pilot size: 1/F of the model (10; above 10 advise will say "
            "extrapolation)")

@@ -116,6 +116,21 @@ def test_plan_pilot(capsys):
                  "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "largest size" in text and "assumption:" in text
+    assert "at your step count: 13,451,501 parameters for your 244,141 steps of 4096 tokens" in text
+
+
+def test_plan_pilot_at_the_users_step_count(ledger, capsys):
+    import statistics
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e9", "--plan-pilot",
+                 "--params", "3e8", "--batch-tokens", "16384", "--ledger", str(ledger),
+                 "--json", "--quiet"]) == 0
+    p = json.loads(capsys.readouterr().out)["plan_pilot"]["step_pilot"]
+    assert p["params"] == 30_000_000 and p["steps"] == math.ceil(1e9 / 16384)
+    assert p["tokens_per_step"] == 16384 and 0 < p["share_of_target"] < 1
+    # the fixture's arms: 2BW at 200 and 100 steps (g = 0.05/0.06/0.07, 0.04/0.05/0.06), EF flat
+    arms = [[0.05, 0.06, 0.07], [0.04, 0.05, 0.06], [0.02] * 3]
+    pooled = math.sqrt(sum(2 * statistics.variance([math.log(g) for g in a]) for a in arms) / 6)
+    assert p["interval"]["scatter"] == pytest.approx(pooled, rel=1e-9)
 
 
 def test_round_trip_from_a_real_tiny_pilot(tmp_path, capsys):
