@@ -105,7 +105,7 @@ def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
                 f"{r['recommendation']['why']}."]
     out = [f"advise: {r['optimizer']}, P={r['stages']} M={r['microbatches']} "
            f"D={r['data_parallel']}, {r['tokens']:.3g} tokens = {r['target_steps']:.0f} steps of "
-           f"{r['tokens_per_step']:g} tokens" + (
+           f"{r['tokens_per_step']:.0f} tokens" + (
                f", peak lr {r['lr']['run']:.3g} = {r['lr']['ratio']:.3g}x the pilot's "
                f"{r['lr']['pilot']:.3g}" if r.get("lr") else ""),
            f"{'schedule':>17} {'step ms':>9} {'tokens/s':>10} {'x 1F1B':>7} {'peak GiB':>9}"]
@@ -184,7 +184,7 @@ def format_plan(r: dict[str, Any]) -> list[str]:
             f"g x/ exp({iv['log_half_width_per_scatter']:.3g} s), s the seeds' scatter of log g "
             "(give --pilot or --ledger to read it)")
     out.append(f"at your step count: {p['params']:,} parameters for your {p['steps']:,} steps "
-               f"of {p['tokens_per_step']:g} tokens, {p['seeds']} seeds, {p['runs']} runs, "
+               f"of {p['tokens_per_step']:.0f} tokens, {p['seeds']} seeds, {p['runs']} runs, "
                f"{p['device_hours']:.3g} device-hours = {p['share_of_target']:.1%} of the "
                f"target run; it measures the delay cost at your steps and batch to a "
                f"{iv['level']:.0%} interval of {buys}; the size step to yours is still a law's")

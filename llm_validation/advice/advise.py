@@ -223,8 +223,8 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
                  f"lag read on the synchronous run's own curve, which understates the compute a "
                  f"delay costs: {unusable}")
     if spec.batch_tokens is not None and spec.batch_tokens != sim_per_step:
-        notes.append(f"the step count is read at --batch-tokens {spec.batch_tokens:g} "
-                     f"({S:,.0f} steps); the simulated schedules step {sim_per_step:g} tokens, "
+        notes.append(f"the step count is read at --batch-tokens {spec.batch_tokens:.0f} "
+                     f"({S:,.0f} steps); the simulated schedules step {sim_per_step:.0f} tokens, "
                      "so their step times are scaled to the batch at the simulated tokens/s")
     if "2bw+ef" not in delay:
         notes.append("no 2BW + EF prediction: the pilot has no EF pair of this optimizer and no "

@@ -254,8 +254,8 @@ def law_size_steps_lr(pairs: Sequence[Any], target: Target,
                            "against the pilot's tuned lr)")
     use = _positive(pairs, "size_steps_lr")
     if target.n_params is None or any(p.n_params is None for p in use):
-        raise NotIdentified("size_steps_lr: the model size of the target or of a pilot run is "
-                            "unknown")
+        raise NotIdentified("size_steps_lr: the model size of the target (--model or --params) "
+                            "or of a pilot run is unknown")
     cols = _explicit_columns(use, target)
     X = np.column_stack([np.ones(len(use))] + [x for _, x, _ in cols])
     if np.linalg.matrix_rank(X) < X.shape[1]:
