@@ -2,10 +2,11 @@
 
 ``advise --optimizer NAME --stages P --microbatches M [--data-parallel D] (--from RUN_DIR |
 --model PRESET [hardware flags as simulate]) --tokens N [--pilot DIR] [--ledger DIR]
-[--params N] [--batch-tokens B] [--lr LR] [--law LAW] [--out DIR] [--json] [--plan-pilot]``: the simulator's throughput and memory of 2BW,
-2BW + EF and the synchronous schedules at the user's shape, the predicted delay cost (lag and gap fraction, with
-intervals) at the user's horizon from the pilot, the time to reach the synchronous final loss per
-schedule as a ratio to 1F1B, and a recommendation; with ``--out`` also ``DIR/advice.json`` and
+[--params N] [--batch-tokens B] [--lr LR] [--law LAW] [--out DIR] [--json] [--plan-pilot]``:
+the simulator's throughput and memory of 2BW, 2BW + EF and the synchronous schedules at the
+user's shape, the predicted delay cost (lag and gap fraction, with intervals) at the user's
+horizon from the pilot, the time to reach the synchronous final loss per schedule as a ratio
+to 1F1B, and a recommendation; with ``--out`` also ``DIR/advice.json`` and
 ``DIR/advice.png`` (predicted loss against wall-clock time). The delay cost's transfer law is
 chosen on the pilot's held-out sizes, printed with the spread of the laws not ruled out
 ("model uncertainty"), or the law ``--law`` requests (the laws in the explicit step count
@@ -254,12 +255,10 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
         pilot_runs = (load_pilot(pilot=args.pilot) if args.pilot else []) + [
             r for led in args.ledger or [] for r in load_pilot(ledger=led)]
         own = [q for q in pairs(pilot_runs) if q.optimizer == spec.optimizer]
-        return {"plan_pilot": {**plan_pilot(
-            params=spec.params, tokens=spec.tokens, tokens_per_step=batch,
-            device_seconds_per_step=dev_step, largest_factor=args.plan_factor), "step_pilot": step_count_pilot(
-            params=spec.params, tokens=spec.tokens, tokens_per_step=batch,
-            device_seconds_per_step=dev_step, largest_factor=args.plan_factor,
-            scatter=seed_scatter(own))}, "cost_source": setup["source"]}
+        cost = dict(params=spec.params, tokens=spec.tokens, tokens_per_step=batch,
+                    device_seconds_per_step=dev_step, largest_factor=args.plan_factor)
+        return {"plan_pilot": {**plan_pilot(**cost), "step_pilot": step_count_pilot(
+            **cost, scatter=seed_scatter(own))}, "cost_source": setup["source"]}
     say("reading the pilot")
     runs = load_pilot(pilot=args.pilot)
     for ledger in args.ledger or []:          # one ledger per model size: their runs are pooled

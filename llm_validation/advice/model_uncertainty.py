@@ -11,7 +11,8 @@ Algorithm
        with its reason;
     2. the law used is the one requested (``choice["requested"]``: refused with the law's own
        one-line reason when it cannot be fitted) or chosen on held-out sizes
-       (:func:`~.transfer_choice.choose`), or, when it cannot be fitted at the target, the first fitted law of ``steps``, ``theory``;
+       (:func:`~.transfer_choice.choose`), or, when it cannot be fitted at the target, the
+       first fitted law of ``steps``, ``theory``;
        its 95% interval is the *statistical* interval (residual scatter of its fit);
     3. the *model-uncertainty range* is ``[min, max]`` of the estimates of the fitted laws not
        ruled out on the held-out scores, and of the law used (always); both ends become lag
