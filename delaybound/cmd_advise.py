@@ -2,14 +2,19 @@
 
 ``advise --optimizer NAME --stages P --microbatches M [--data-parallel D] (--from RUN_DIR |
 --model PRESET [hardware flags as simulate]) --tokens N [--pilot DIR] [--ledger DIR]
-[--params N] [--out DIR] [--json] [--plan-pilot]``: the simulator's throughput and memory of 2BW,
-2BW + EF and the synchronous schedules at the user's shape, the predicted delay cost (lag and gap fraction, with
-intervals) at the user's horizon from the pilot, the time to reach the synchronous final loss per
-schedule as a ratio to 1F1B, and a recommendation; with ``--out`` also ``DIR/advice.json`` and
+[--params N] [--batch-tokens B] [--lr LR] [--law LAW] [--out DIR] [--json] [--plan-pilot]``:
+the simulator's throughput and memory of 2BW, 2BW + EF and the synchronous schedules at the
+user's shape, the predicted delay cost (lag and gap fraction, with intervals) at the user's
+horizon from the pilot, the time to reach the synchronous final loss per schedule as a ratio
+to 1F1B, and a recommendation; with ``--out`` also ``DIR/advice.json`` and
 ``DIR/advice.png`` (predicted loss against wall-clock time). The delay cost's transfer law is
 chosen on the pilot's held-out sizes, printed with the spread of the laws not ruled out
-("model uncertainty"); ``--plan-pilot`` prints instead the cheapest pilot that would let advise
-choose that law without extrapolating, and its cost. Exit 0; 2 on bad input (one line).
+("model uncertainty"), or the law ``--law`` requests (the laws in the explicit step count
+``--tokens / --batch-tokens``, lr ratio ``--lr`` / the pilot's lr and size need those flags);
+``--plan-pilot`` prints instead the cheapest pilot that would let advise
+choose that law without extrapolating, and the pilot at the user's own step count and batch
+(a smaller model trained for the target's steps), each with its cost. Exit 0; 2 on bad input
+(one line).
 """
 
 from __future__ import annotations
@@ -101,7 +106,9 @@ def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
                 f"{r['recommendation']['why']}."]
     out = [f"advise: {r['optimizer']}, P={r['stages']} M={r['microbatches']} "
            f"D={r['data_parallel']}, {r['tokens']:.3g} tokens = {r['target_steps']:.0f} steps of "
-           f"{r['tokens_per_step']} tokens",
+           f"{r['tokens_per_step']:.0f} tokens" + (
+               f", peak lr {r['lr']['run']:.3g} = {r['lr']['ratio']:.3g}x the pilot's "
+               f"{r['lr']['pilot']:.3g}" if r.get("lr") else ""),
            f"{'schedule':>17} {'step ms':>9} {'tokens/s':>10} {'x 1F1B':>7} {'peak GiB':>9}"]
     for name, t in r["throughput"].items():
         if "skipped" in t:
@@ -121,8 +128,11 @@ def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
                    f"({d['lag_steps']['estimate']:.0f} steps); gap {_fmt_iv(d['gap_fraction'], True)}"
                    f" of the loss decrease ({d['used']} predictor, {d['pairs']} pilot pairs)")
         for k, p in d["predictions"].items():
+            at = p.get("read_at")
             out.append(f"    {k}: gap fraction {p['estimate']:.3g} [{p['lo']:.3g}, {p['hi']:.3g}]"
-                       f" (n={p['n']}, {p.get('formula', p['trend'])})")
+                       f" (n={p['n']}, {p.get('formula', p['trend'])}"
+                       + (f"; read at {at['steps']:,.0f} steps, lr ratio {at['lr_ratio']:.3g}, "
+                          f"N={at['n_params']:.3g}" if at else "") + ")")
         for k, why in d.get("not_fitted", {}).items():
             out.append(f"    {k}: not fitted ({why})")
         m = d.get("model_uncertainty")
@@ -168,6 +178,17 @@ def format_plan(r: dict[str, Any]) -> list[str]:
                f"{r['device_hours']:.3g} device-hours = {r['share_of_target']:.1%} of the target "
                f"run; largest pilot size 1/{r['largest_factor']:g} of the target")
     out.append(f"assumption: {r['assumption']}")
+    p = r["step_pilot"]
+    iv = p["interval"]
+    buys = (f"g x/ {iv['factor']:.3g} (the pilot's seed scatter of log g, {iv['scatter']:.3g})"
+            if iv["factor"] is not None else
+            f"g x/ exp({iv['log_half_width_per_scatter']:.3g} s), s the seeds' scatter of log g "
+            "(give --pilot or --ledger to read it)")
+    out.append(f"at your step count: {p['params']:,} parameters for your {p['steps']:,} steps "
+               f"of {p['tokens_per_step']:.0f} tokens, {p['seeds']} seeds, {p['runs']} runs, "
+               f"{p['device_hours']:.3g} device-hours = {p['share_of_target']:.1%} of the "
+               f"target run; it measures the delay cost at your steps and batch to a "
+               f"{iv['level']:.0%} interval of {buys}; the size step to yours is still a law's")
     return out
 
 
@@ -189,7 +210,8 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     from llm_validation.records.atomic_io import write_json
     spec = AdviseSpec(optimizer=args.optimizer, stages=args.stages,
                       microbatches=args.microbatches, data_parallel=args.data_parallel,
-                      tokens=args.tokens, params=_params(args))
+                      tokens=args.tokens, params=_params(args), batch_tokens=args.batch_tokens,
+                      lr=args.lr, law=args.law)
     if (args.model is None) == (args.from_dir is None):
         raise ValueError("give exactly one cost source: --model PRESET or --from RUN_DIR")
     check_out_dir("--out", args.out)
@@ -224,14 +246,19 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
                            batches=args.batches, chunks=args.chunks,
                            progress=lambda i, n, name: say(f"simulated {name} ({i}/{n})"))
     if args.plan_pilot:
-        from llm_validation.advice.pilot_plan import plan_pilot
+        from llm_validation.advice.pilot import load_pilot, pairs
+        from llm_validation.advice.pilot_plan import plan_pilot, seed_scatter, step_count_pilot
         ref = table["1f1b"]
         devices = spec.stages * spec.data_parallel
-        return {"plan_pilot": plan_pilot(
-            params=spec.params, tokens=spec.tokens, tokens_per_step=ref["tokens_per_step"],
-            device_seconds_per_step=ref["steady_step_time_s"] * devices,
-            largest_factor=args.plan_factor),
-            "cost_source": setup["source"]}
+        batch = spec.batch_tokens or ref["tokens_per_step"]   # the simulated step, scaled to it
+        dev_step = ref["steady_step_time_s"] * devices * batch / ref["tokens_per_step"]
+        pilot_runs = (load_pilot(pilot=args.pilot) if args.pilot else []) + [
+            r for led in args.ledger or [] for r in load_pilot(ledger=led)]
+        own = [q for q in pairs(pilot_runs) if q.optimizer == spec.optimizer]
+        cost = dict(params=spec.params, tokens=spec.tokens, tokens_per_step=batch,
+                    device_seconds_per_step=dev_step, largest_factor=args.plan_factor)
+        return {"plan_pilot": {**plan_pilot(**cost), "step_pilot": step_count_pilot(
+            **cost, scatter=seed_scatter(own))}, "cost_source": setup["source"]}
     say("reading the pilot")
     runs = load_pilot(pilot=args.pilot)
     for ledger in args.ledger or []:          # one ledger per model size: their runs are pooled
@@ -308,6 +335,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     from delaybound.cost_flags import add_cost_arguments
+    from llm_validation.advice.transfer import ALL_LAWS
     p = subparsers.add_parser(
         "advise", help="should this run use 2BW? time to target of 2BW (+EF) vs the synchronous "
                        "schedules from the simulator and a pilot's delay cost",
@@ -324,8 +352,19 @@ def register(subparsers: Any) -> None:
     a("--params", type=_positive("--params", "parameter count"), metavar="N",
       help="the model's parameter count (default: "
       "the --model preset's); the size-aware transfer laws and the extrapolation check read it")
+    a("--batch-tokens", type=_positive("--batch-tokens", "token count"), metavar="B",
+      help="tokens per optimizer step of the run: its step count is --tokens / B (default: the "
+           "simulated batch; the laws with an explicit step count need it)")
+    a("--lr", type=_positive("--lr", "learning rate"), metavar="LR",
+      help="the run's peak learning rate, read against the pilot's tuned lr (its synchronous "
+           "reference runs'); the laws with an lr term need it")
+    a("--law", choices=ALL_LAWS, metavar="LAW",
+      help=f"use this transfer law ({', '.join(ALL_LAWS)}) instead of the one chosen on "
+           "held-out sizes; refused in one line when the pilot or the flags cannot fit it")
     a("--plan-pilot", action="store_true", help="print the cheapest pilot (sizes, horizons, "
-      "seeds) that lets advise choose its transfer law without extrapolating, and its cost")
+      "seeds) that lets advise choose its transfer law without extrapolating, and the pilot at "
+      "your step count and batch (a smaller model for your steps), with their costs and the "
+      "interval the latter buys (read from --pilot/--ledger's seeds when given)")
     a("--plan-factor", type=_positive("--plan-factor", "factor"), default=10.0, metavar="F",
       help="--plan-pilot's largest pilot size: 1/F of the model (10; above 10 advise will say "
            "extrapolation)")

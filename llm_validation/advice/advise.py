@@ -9,7 +9,9 @@ Algorithm
        pairs of this optimizer, else from the theory predictor
        (:mod:`~llm_validation.advice.delay_term`, calibrated on the pilot's pairs of the family);
        both are reported when both apply. ``g`` becomes a lag fraction on the pilot's synchronous
-       curve (:func:`~llm_validation.advice.time_to_target.lag_fraction_from_gap`).
+       curve (:func:`~llm_validation.advice.time_to_target.lag_fraction_from_gap`), or on the
+       compute frontier when the pilot holds shorter fully trained synchronous runs at the
+       reference's size, batch and lr (:func:`~llm_validation.advice.pilot.frontier_points`).
     3. Time to the synchronous final loss per schedule, as a ratio to 1F1B with an interval
        (:func:`~llm_validation.advice.time_to_target.ratios_to_reference`); the recommendation
        is the schedule with the smallest estimate, and why, in two sentences.
@@ -37,11 +39,11 @@ from typing import Any, Callable, Sequence
 from llm_validation.advice.delay_term import FAMILIES
 from llm_validation.advice.model_uncertainty import (extrapolation, model_time_ratios,
                                                      transfer_delay_cost)
-from llm_validation.advice.pilot import PilotRun, pairs, sync_curve
+from llm_validation.advice.pilot import PilotRun, frontier_points, pairs, sync_curve
 from llm_validation.advice.throughput import DELAYED_ADVISED, SYNC_ADVISED
 from llm_validation.advice.time_to_target import (MIN_LAG_FRACTION, REFERENCE,
-                                                  ratios_to_reference)
-from llm_validation.advice.transfer import Target
+                                                  frontier_unusable, ratios_to_reference)
+from llm_validation.advice.transfer import ALL_LAWS, Target
 from llm_validation.advice.transfer_choice import choose, score_laws
 
 __all__ = ["MODES", "AdviseSpec", "advise", "recommendation",
@@ -67,6 +69,16 @@ class AdviseSpec:
     """Training horizon in tokens N."""
     params: float | None = None
     """The user's model size in parameters (all counted); None when unknown."""
+    batch_tokens: float | None = None
+    """Tokens per optimizer step of the user's run (``--batch-tokens``): its step count is
+    ``tokens / batch_tokens``; None: the simulator's batch stands in, and the laws with an
+    explicit step count refuse it."""
+    lr: float | None = None
+    """The run's peak learning rate (``--lr``), read against the pilot's tuned lr; None when
+    not given."""
+    law: str | None = None
+    """The transfer law requested (``--law``, one of :data:`~.transfer.ALL_LAWS`); None: the
+    law chosen on held-out sizes."""
 
     def __post_init__(self) -> None:
         if self.optimizer not in FAMILIES:
@@ -80,9 +92,15 @@ class AdviseSpec:
         if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens)
                 and self.tokens > 0):
             raise ValueError(f"--tokens must be a positive number, got {self.tokens!r}")
-        if self.params is not None and not (isinstance(self.params, (int, float))
-                                            and math.isfinite(self.params) and self.params > 0):
-            raise ValueError(f"--params must be a positive number, got {self.params!r}")
+        for name in ("params", "batch_tokens", "lr"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v)
+                                      and v > 0):
+                raise ValueError(f"--{name.replace('_', '-')} must be a positive number, "
+                                 f"got {v!r}")
+        if self.law is not None and self.law not in ALL_LAWS:
+            raise ValueError(f"--law: unknown transfer law {self.law!r}; choose from "
+                             f"{', '.join(ALL_LAWS)}")
 
 
 def recommendation(ttt: dict[str, Any], table: dict[str, Any],
@@ -150,7 +168,8 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
     extrapolate, below it advise does not go)."""
     ref = sync_curve(runs, spec.optimizer)
     all_pairs = pairs(runs)
-    per_step = table[REFERENCE]["tokens_per_step"]
+    sim_per_step = table[REFERENCE]["tokens_per_step"]
+    per_step = spec.batch_tokens or sim_per_step
     S = spec.tokens / per_step
     horizons = [ref.horizon] + [p.horizon for p in all_pairs if p.optimizer == spec.optimizer]
     pilot_T = max(horizons)
@@ -161,19 +180,32 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
         progress("choosing the transfer law on held-out sizes and horizons")
     scores = score_laws(all_pairs)
     choice = choose(scores)
-    target = Target(steps=S, tokens_per_step=per_step, n_params=spec.params)
+    if spec.law is not None:
+        choice = {**choice, "law": spec.law, "requested": True,
+                  "reason": f"requested with --law; the held-out choice is {choice['law']}"}
+    pilot_lr = ref.runs[0].lr
+    target = Target(steps=S, tokens_per_step=per_step, n_params=spec.params,
+                    steps_stated=spec.batch_tokens is not None,
+                    lr_ratio=None if spec.lr is None else spec.lr / pilot_lr,
+                    pilot_lr=None if spec.lr is None else pilot_lr)
+    front = frontier_points(runs, ref)
+    unusable = frontier_unusable(*front)
+    frontier = None if unusable else front
     delay: dict[str, Any] = {}
     for name, mode in MODES.items():
         if progress is not None:
             progress(f"predicting the delay cost of {name}")
-        d = transfer_delay_cost(all_pairs, ref, spec.optimizer, mode, target, choice)
+        d = transfer_delay_cost(all_pairs, ref, spec.optimizer, mode, target, choice, frontier)
         if d is not None:
             delay[name] = d
     if "2bw" not in delay:
         raise ValueError(f"the pilot has no 2BW/sync pair of {spec.optimizer!r} and no "
                          f"calibration pair of its family ({FAMILIES[spec.optimizer]}): add "
                          f"delayed runs or --ledger")
-    step_times = {k: v["steady_step_time_s"] for k, v in table.items() if "skipped" not in v}
+    # the simulator's throughput (tokens/s) carried to the user's batch: a step of
+    # per_step tokens takes per_step / sim_per_step of the simulated step
+    step_times = {k: v["steady_step_time_s"] * per_step / sim_per_step
+                  for k, v in table.items() if "skipped" not in v}
     step_times = {k: v for k, v in step_times.items() if k in SYNC_ADVISED or k in delay}
     ttt = ratios_to_reference(step_times, S, {k: v["lag_fraction"] for k, v in delay.items()})
     for k, v in model_time_ratios(step_times, S, delay).items():
@@ -185,17 +217,30 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
     if extra is not None:
         rec["why"] = f"{rec['why']} {extra['text']}."
     notes = one_horizon_warnings(delay, spec.optimizer, ref.horizon, S)
+    notes.append(f"lag read on the compute frontier: the pilot's synchronous runs at "
+                 f"{', '.join(f'{x:g}' for x in front[0])} steps, each fully trained"
+                 if frontier else
+                 f"lag read on the synchronous run's own curve, which understates the compute a "
+                 f"delay costs: {unusable}")
+    if spec.batch_tokens is not None and spec.batch_tokens != sim_per_step:
+        notes.append(f"the step count is read at --batch-tokens {spec.batch_tokens:.0f} "
+                     f"({S:,.0f} steps); the simulated schedules step {sim_per_step:.0f} tokens, "
+                     "so their step times are scaled to the batch at the simulated tokens/s")
     if "2bw+ef" not in delay:
         notes.append("no 2BW + EF prediction: the pilot has no EF pair of this optimizer and no "
                      "EF calibration pair of its family")
     return {"optimizer": spec.optimizer, "stages": spec.stages, "microbatches": spec.microbatches,
             "data_parallel": spec.data_parallel, "tokens": spec.tokens,
             "tokens_per_step": per_step, "target_steps": S,
+            "lr": None if spec.lr is None else {"run": spec.lr, "pilot": pilot_lr,
+                                                "ratio": spec.lr / pilot_lr},
             "pilot": {"runs": len(runs), "pairs": len(all_pairs), "reference_horizon": ref.horizon,
                       "reference_runs": [r.name for r in ref.runs],
                       "reference_loss_drop": ref.loss_drop,
                       "reference_curve": [[float(a), float(b)] for a, b in
                                           zip(ref.steps, ref.vals)]},
+            "frontier": {"steps": front[0], "losses": front[1], "used": frontier is not None,
+                         "reason": unusable},
             "throughput": table, "delay_cost": delay, "time_to_target": ttt,
             "transfer": {"choice": choice, "held_out": scores, "params": spec.params},
             "extrapolation": extra, "recommendation": rec, "notes": notes}

@@ -5,12 +5,14 @@ Algorithm
     Per delayed mode (2BW, 2BW + EF) at the user's run (:class:`~.transfer.Target`: steps,
     tokens per step, parameters):
 
-    1. every candidate law (:data:`~.transfer.LAWS`) is fitted on the pilot's pairs of the
+    1. every law (:data:`~.transfer.ALL_LAWS`) is fitted on the pilot's pairs of the
        optimizer and mode (``theory``: calibrated on the family's pairs, applied to the pilot's
        synchronous reference runs) and read at the target; a law the pilot cannot fit is listed
        with its reason;
-    2. the law used is the one chosen on held-out sizes (:func:`~.transfer_choice.choose`), or,
-       when it cannot be fitted at the target, the first fitted law of ``steps``, ``theory``;
+    2. the law used is the one requested (``choice["requested"]``: refused with the law's own
+       one-line reason when it cannot be fitted) or chosen on held-out sizes
+       (:func:`~.transfer_choice.choose`), or, when it cannot be fitted at the target, the
+       first fitted law of ``steps``, ``theory``;
        its 95% interval is the *statistical* interval (residual scatter of its fit);
     3. the *model-uncertainty range* is ``[min, max]`` of the estimates of the fitted laws not
        ruled out on the held-out scores, and of the law used (always); both ends become lag
@@ -36,7 +38,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from llm_validation.advice.transfer import ASSUMPTION, LAWS, NotIdentified, Target, predict_law
+from llm_validation.advice.transfer import (ALL_LAWS, ASSUMPTION, NotIdentified, Target,
+                                            predict_law)
 from llm_validation.advice.time_to_target import lag_fraction_from_gap, ratios_to_reference
 
 __all__ = ["EXTRAPOLATION_FACTOR", "FALLBACK_ORDER", "transfer_delay_cost", "model_time_ratios",
@@ -54,15 +57,18 @@ def _iv(pred: Any) -> dict[str, float]:
 
 
 def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode: str,
-                        target: Target, choice: Mapping[str, Any]) -> dict[str, Any] | None:
+                        target: Target, choice: Mapping[str, Any],
+                        frontier: tuple[Sequence[float], Sequence[float]] | None = None
+                        ) -> dict[str, Any] | None:
     """``mode``'s delay cost at ``target`` (module docstring): ``used`` (the law), its gap
     fraction, gap at the pilot's scale, lag fraction and lag steps with the statistical interval,
     every law's prediction (``predictions``) or reason (``not_fitted``), and
-    ``model_uncertainty`` (the laws in the range, gap and lag fraction ``lo``/``hi``). None when
-    no law can be fitted."""
+    ``model_uncertainty`` (the laws in the range, gap and lag fraction ``lo``/``hi``); every
+    lag is read on the compute ``frontier`` when given, else on the synchronous curve
+    (:func:`~.time_to_target.lag_fraction_from_gap`). None when no law can be fitted."""
     own = [p for p in all_pairs if p.optimizer == optimizer and p.mode == mode]
     preds, reasons = {}, {}
-    for law in LAWS:
+    for law in ALL_LAWS:
         if law != "theory" and not own:
             reasons[law] = f"no pilot pair of {optimizer} in mode {mode!r}"
             continue
@@ -71,21 +77,27 @@ def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode
                                      syncs=ref.runs, optimizer=optimizer, mode=mode)
         except NotIdentified as exc:
             reasons[law] = str(exc)
+    if choice.get("requested") and choice["law"] not in preds:
+        if not own and choice["law"] != "theory":
+            return None            # this mode has no pair: no prediction, as for every law
+        raise ValueError(f"--law {choice['law']}: {reasons[choice['law']]}")
     if not preds:
         return None
     used = choice["law"] if choice["law"] in preds else next(
         (law for law in FALLBACK_ORDER if law in preds), next(iter(preds)))
     p = preds[used]
-    f = {k: lag_fraction_from_gap(ref.steps, ref.vals, v) for k, v in _iv(p).items()}
-    in_range = [law for law in LAWS if law in preds
+
+    def lag_of(g: float) -> float:
+        return lag_fraction_from_gap(ref.steps, ref.vals, g, frontier)
+    f = {k: lag_of(v) for k, v in _iv(p).items()}
+    in_range = [law for law in ALL_LAWS if law in preds
                 and (law in choice["not_ruled_out"] or law == used)]
     lo = min(preds[law].estimate for law in in_range)
     hi = max(preds[law].estimate for law in in_range)
     model = {"laws": {law: preds[law].estimate for law in in_range},
              "gap_fraction": {"estimate": p.estimate, "lo": lo, "hi": hi},
              "lag_fraction": {"estimate": f["estimate"],
-                              "lo": lag_fraction_from_gap(ref.steps, ref.vals, lo),
-                              "hi": lag_fraction_from_gap(ref.steps, ref.vals, hi)},
+                              "lo": lag_of(lo), "hi": lag_of(hi)},
              "ruled_out": dict(choice["ruled_out"])}
     return {"mode": mode, "used": used, "law_reason": (choice["reason"] if used == choice["law"]
                                                        else f"{choice['law']} could not be "
@@ -94,7 +106,8 @@ def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode
             "predictions": {k: v.to_dict() for k, v in preds.items()}, "not_fitted": reasons,
             "gap_fraction": _iv(p),
             "gap_at_pilot_scale": {k: v * ref.loss_drop for k, v in _iv(p).items()},
-            "lag_fraction": f, "lag_steps": {k: v * target.steps for k, v in f.items()},
+            "lag_fraction": f, "lag_reading": "curve" if frontier is None else "frontier",
+            "lag_steps": {k: v * target.steps for k, v in f.items()},
             "pairs": len(own), "model_uncertainty": model}
 
 

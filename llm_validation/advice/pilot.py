@@ -35,7 +35,8 @@ from llm_validation.validation.runs import STATS_FROM_FRACTION, stat_means
 
 __all__ = ["STATS_FROM_FRACTION", "PilotRun", "DelayPair", "stat_means", "model_params",
            "runs_from_dirs",
-           "runs_from_claims", "load_pilot", "pairs", "SyncReference", "sync_curve"]
+           "runs_from_claims", "load_pilot", "pairs", "SyncReference", "sync_curve",
+           "frontier_points"]
 
 
 
@@ -308,3 +309,21 @@ def sync_curve(runs: Sequence[PilotRun], optimizer: str) -> SyncReference:
     vals = np.mean([[dict(r.val_curve)[s] for s in steps] for r in sync], axis=0)
     return SyncReference(steps=np.asarray(steps, dtype=np.float64),
                          vals=np.asarray(vals, dtype=np.float64), horizon=T, runs=tuple(sync))
+
+
+def frontier_points(runs: Sequence[PilotRun], ref: SyncReference) -> tuple[list[float],
+                                                                          list[float]]:
+    """The compute frontier the pilot holds at ``ref``'s runs: ``(step counts, losses)`` of the
+    plain synchronous runs of the same optimizer, model size, peak lr, batch and sequence
+    length as the reference, at ``ref.horizon`` steps or fewer (each trained with its own
+    schedule), the closing loss (:attr:`PilotRun.curve_final`) averaged over seeds per step
+    count. One point (the reference's own) when the pilot has no shorter such run."""
+    r0 = ref.runs[0]
+    key = (r0.optimizer, r0.n_params, r0.lr, r0.batch_size, r0.seq_len)
+    by_steps: dict[int, list[float]] = {}
+    for r in runs:
+        if (r.mode == "sync" and r.plain and r.steps <= ref.horizon
+                and (r.optimizer, r.n_params, r.lr, r.batch_size, r.seq_len) == key):
+            by_steps.setdefault(r.steps, []).append(r.curve_final)
+    steps = sorted(by_steps)
+    return [float(s) for s in steps], [float(np.mean(by_steps[s])) for s in steps]

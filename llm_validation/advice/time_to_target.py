@@ -15,6 +15,13 @@ Algorithm
     (:func:`lag_fraction_from_gap`); the pilot's curve stands for the shape of the target run's
     (the fraction does not change when the steps are rescaled).
 
+    When the pilot holds a *compute frontier* (synchronous runs of the reference's size, batch
+    and lr at fewer steps, each with its own schedule; :func:`frontier_unusable` says when it
+    does not), the delayed loss ``v_T + g (v_0 - v_T)`` is read there instead
+    (:func:`~llm_validation.validation.envelope.envelope_lag`): ``f = 1 - s*/T`` with ``s*`` the
+    steps of a fully trained synchronous run reaching that loss, the share of compute the delay
+    costs. The curve reading understates it (a curve at step ``T/2`` is not yet annealed).
+
 Assumptions
     ``f`` at ``S'`` steps is the ``f`` predicted at ``S`` (a small change of horizon); the
     lag read on a synchronous curve of the same horizon stands for the steps a synchronous run
@@ -36,10 +43,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from llm_validation.validation.envelope import envelope_lag
 from llm_validation.validation.lag import lag
 
-__all__ = ["MIN_LAG_FRACTION", "REFERENCE", "lag_fraction_from_gap", "delayed_steps",
-           "time_to_target", "ratios_to_reference"]
+__all__ = ["MIN_LAG_FRACTION", "REFERENCE", "lag_fraction_from_gap", "frontier_unusable",
+           "delayed_steps", "time_to_target", "ratios_to_reference"]
 
 #: Lowest lag fraction used (a delayed run predicted to be ahead): a delayed run is never taken
 #: to need fewer than half the synchronous steps; below that the lag's linear extrapolation past
@@ -49,12 +57,28 @@ MIN_LAG_FRACTION = -1.0
 REFERENCE = "1f1b"
 
 
+def frontier_unusable(steps: Sequence[float], losses: Sequence[float]) -> str | None:
+    """Why the frontier ``(steps, losses)`` (:func:`~llm_validation.advice.pilot.frontier_points`)
+    cannot carry the lag, or None when it can: it needs two step counts or more and a loss that
+    falls from the shortest run to the longest (a flat frontier puts any gap at zero steps)."""
+    if len(steps) < 2:
+        return ("the pilot has no shorter synchronous run at the reference's size, batch and lr "
+                "(no compute frontier)")
+    if not min(losses[1:]) < losses[0]:
+        return (f"the pilot's synchronous runs at {', '.join(f'{s:g}' for s in steps)} steps end "
+                "no lower when longer (no falling compute frontier)")
+    return None
+
+
 def lag_fraction_from_gap(steps: Sequence[float] | np.ndarray, vals: Sequence[float] | np.ndarray,
-                          gap_fraction: float) -> float:
+                          gap_fraction: float,
+                          frontier: tuple[Sequence[float], Sequence[float]] | None = None
+                          ) -> float:
     """The lag fraction ``f`` of a delayed run whose gap fraction is ``gap_fraction`` on the
-    synchronous curve ``(steps, vals)`` (module docstring), clamped below at
-    :data:`MIN_LAG_FRACTION`; ``inf`` for ``inf``, :data:`MIN_LAG_FRACTION` for ``-inf`` (an
-    interval the data cannot bound)."""
+    synchronous curve ``(steps, vals)`` (module docstring), or on the compute ``frontier``
+    ``(step counts, losses)`` when given (a usable one: :func:`frontier_unusable`), clamped
+    below at :data:`MIN_LAG_FRACTION`; ``inf`` for ``inf`` or a lag of the whole run,
+    :data:`MIN_LAG_FRACTION` for ``-inf`` (an interval the data cannot bound)."""
     if math.isnan(gap_fraction):
         raise ValueError("the gap fraction is NaN")
     if gap_fraction == math.inf:
@@ -63,6 +87,9 @@ def lag_fraction_from_gap(steps: Sequence[float] | np.ndarray, vals: Sequence[fl
         return MIN_LAG_FRACTION
     v = np.asarray(vals, dtype=np.float64)
     d = float(v[-1] + gap_fraction * (v[0] - v[-1]))
+    if frontier is not None:
+        f = envelope_lag(frontier[0], frontier[1], d).fraction
+        return math.inf if f >= 1.0 else max(f, MIN_LAG_FRACTION)
     res = lag(steps, vals, d)
     f = res.fraction
     if res.censored == "above" and f >= 1.0:

@@ -94,7 +94,7 @@ def held_out_split(pairs: Sequence[Any], kind: str) -> tuple[list[int], str] | s
 def _predict(law: str, p: Any, train: Sequence[Any]) -> float | None:
     own = [q for q in train if q.optimizer == p.optimizer and q.mode == p.mode]
     target = Target(steps=p.horizon, tokens_per_step=p.delayed.tokens_per_step,
-                    n_params=p.n_params)
+                    n_params=p.n_params, lr_ratio=1.0, pilot_lr=p.delayed.lr)
     try:
         if law != "theory" and not own:
             return None

@@ -116,6 +116,21 @@ def test_plan_pilot(capsys):
                  "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "largest size" in text and "assumption:" in text
+    assert "at your step count: 13,451,501 parameters for your 244,141 steps of 4096 tokens" in text
+
+
+def test_plan_pilot_at_the_users_step_count(ledger, capsys):
+    import statistics
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "1e9", "--plan-pilot",
+                 "--params", "3e8", "--batch-tokens", "16384", "--ledger", str(ledger),
+                 "--json", "--quiet"]) == 0
+    p = json.loads(capsys.readouterr().out)["plan_pilot"]["step_pilot"]
+    assert p["params"] == 30_000_000 and p["steps"] == math.ceil(1e9 / 16384)
+    assert p["tokens_per_step"] == 16384 and 0 < p["share_of_target"] < 1
+    # the fixture's arms: 2BW at 200 and 100 steps (g = 0.05/0.06/0.07, 0.04/0.05/0.06), EF flat
+    arms = [[0.05, 0.06, 0.07], [0.04, 0.05, 0.06], [0.02] * 3]
+    pooled = math.sqrt(sum(2 * statistics.variance([math.log(g) for g in a]) for a in arms) / 6)
+    assert p["interval"]["scatter"] == pytest.approx(pooled, rel=1e-9)
 
 
 def test_round_trip_from_a_real_tiny_pilot(tmp_path, capsys):
@@ -155,3 +170,52 @@ def test_demo_advice_section(tmp_path):
     rep = write_report(tmp_path / "report.md", notes=["a note"], advice=lines).read_text()
     assert rep.index("## Notes") < rep.index("## Should I use 2BW?")
     assert rep.rstrip().endswith(lines[-2].rstrip()) or rep.rstrip().endswith(lines[-1].rstrip())
+
+
+@pytest.fixture()
+def ladder(tmp_path):
+    """A ledger whose true law is g = 0.05 (N/1e6)^0.3 (T/1000)^-1 (lr/1e-3): two sizes, three
+    horizons, two lrs."""
+    recs = [pair_records(opt="muon", T=T, seed=0, lr=lr, n_params=N,
+                         g=0.05 * (N / 1e6) ** 0.3 * (T / 1000) ** -1 * (lr / 1e-3))
+            for N in (10**6, 4 * 10**6) for T in (500, 1000, 2000) for lr in (1e-3, 2e-3)]
+    return write_ledger(tmp_path / "ladder", recs)
+
+
+def _explicit(ladder, capsys, *extra):
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "4e6", "--ledger",
+                 str(ladder), "--params", "8e6", "--law", "size_steps_lr", "--json", "--quiet",
+                 *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_changed_batch_or_lr_gives_a_different_stated_cost(ladder, capsys):
+    base = _explicit(ladder, capsys, "--batch-tokens", "1024", "--lr", "1e-3")
+    batch4 = _explicit(ladder, capsys, "--batch-tokens", "4096", "--lr", "1e-3")
+    lr2 = _explicit(ladder, capsys, "--batch-tokens", "1024", "--lr", "2e-3")
+    g = {k: r["delay_cost"]["2bw"]["gap_fraction"]["estimate"]
+         for k, r in (("base", base), ("batch4", batch4), ("lr2", lr2))}
+    assert base["delay_cost"]["2bw"]["used"] == "size_steps_lr"
+    assert g["base"] == pytest.approx(0.05 * 8 ** 0.3 / (4e6 / 1024 / 1000), rel=1e-6)
+    assert g["batch4"] / g["base"] == pytest.approx(4.0, rel=1e-6)    # 4x fewer steps
+    assert g["lr2"] / g["base"] == pytest.approx(2.0, rel=1e-6)       # lr exponent 1
+    assert batch4["target_steps"] == pytest.approx(4e6 / 4096)
+    assert main(["advise", "--optimizer", "muon", *SHAPE, "--tokens", "4e6", "--ledger",
+                 str(ladder), "--params", "8e6", "--law", "size_steps_lr", "--quiet",
+                 "--batch-tokens", "4096", "--lr", "1e-3"]) == 0
+    text = capsys.readouterr().out
+    assert "4e+06 tokens = 977 steps of 4096 tokens" in text
+    assert "size_steps_lr: gap fraction 0.0955" in text and "read at 977 steps" in text
+    assert "transfer law: size_steps_lr (requested with --law" in text
+
+
+@pytest.mark.parametrize("drop, flag", [("--batch-tokens", "--batch-tokens"), ("--lr", "--lr")])
+def test_a_law_without_its_input_is_one_line_and_exit_2(ladder, capsys, drop, flag):
+    given = {"--batch-tokens": "1024", "--lr": "1e-3"}
+    del given[drop]
+    args = ["advise", "--optimizer", "muon", *SHAPE, "--tokens", "4e6", "--ledger", str(ladder),
+            "--params", "8e6", "--law", "size_steps_lr", "--quiet",
+            *[x for kv in given.items() for x in kv]]
+    assert _code(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"needs {flag}" in err[0], err

@@ -14,11 +14,11 @@ V_T, DROP, EVALS = 2.0, 3.0, 8
 
 
 def run_pair(*, opt: str = "muon", mode: str = "delay", T: int, N: int | None, g: float,
-             seed: int = 0, batch: int = 16, L: float = 10.0, eta: float = 0.01
-             ) -> list[PilotRun]:
+             seed: int = 0, batch: int = 16, L: float = 10.0, eta: float = 0.01,
+             lr: float = 1e-3) -> list[PilotRun]:
     """A synchronous run and its delayed partner (``delay`` or ``ef``) with gap fraction ``g``."""
     curve = tuple((T * i / EVALS, V_T + DROP * (1 - i / EVALS)) for i in range(EVALS + 1))
-    common = dict(optimizer=opt, lr=1e-3, momentum=0.9, batch_size=batch, seq_len=64, steps=T,
+    common = dict(optimizer=opt, lr=lr, momentum=0.9, batch_size=batch, seq_len=64, steps=T,
                   seed=seed, n_params=N)
     sname = f"{opt}-sync-T{T}-N{N}-s{seed}"
     sync = PilotRun(name=sname, mode="sync", tau=0, lam=0.0, final_val=V_T, val_curve=curve,

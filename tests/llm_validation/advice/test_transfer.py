@@ -155,3 +155,20 @@ def test_seed_reference_predicts_each_pair_by_its_arms_other_seeds():
     lone = score_laws(_ladder("steps"))
     assert lone["largest_size"][SEED_REFERENCE]["predicted"] == 0
     assert choose(lone)["law"] != SEED_REFERENCE and SEED_REFERENCE not in lone["laws"]
+
+
+def test_step_count_pilot_by_hand():
+    from llm_validation.advice.pilot_plan import step_count_pilot
+    # 1e9 parameters, 2e10 tokens at 1e6 a step (20,000 steps), 1 device-second a step
+    r = step_count_pilot(params=1e9, tokens=2e10, tokens_per_step=1e6,
+                         device_seconds_per_step=1.0, scatter=0.2)
+    assert r["params"] == 10**8 and r["steps"] == 20_000 and r["runs"] == 9
+    # 9 runs x 1e8 parameters x 2e10 tokens x 1e-15 s = 18,000 s of the target's 20,000 s
+    assert r["device_hours"] == pytest.approx(5.0, rel=EXACT)
+    assert r["share_of_target"] == pytest.approx(0.9, rel=EXACT)
+    # t_{0.975, 2} = 4.302653 (tables), sqrt(1 + 1/3)
+    per_s = 4.302653 * math.sqrt(4 / 3)
+    assert r["interval"]["log_half_width_per_scatter"] == pytest.approx(per_s, rel=1e-6)
+    assert r["interval"]["factor"] == pytest.approx(math.exp(0.2 * per_s), rel=1e-6)
+    assert step_count_pilot(params=1e9, tokens=2e10, tokens_per_step=1e6,
+                            device_seconds_per_step=1.0)["interval"]["factor"] is None
