@@ -10,10 +10,20 @@ longest horizon (:mod:`llm_validation.advice.transfer_choice`): per law and hold
 within a factor 2 and the mean absolute log error, the law advise chooses, ``confirmation`` (the
 chosen law on a size fold that did not choose it) and ``acceptance``: the chosen law's hit rate
 on the held-out largest-size pairs against the 80% goal (or why it is not measurable).
+``cells`` scores every law (:data:`~llm_validation.advice.transfer.ALL_LAWS`) on held-out cells
+(:mod:`llm_validation.advice.cell_choice`): per cost (``share``: the gap share; ``lag``: the
+compute-equivalent lag, where the pilot holds shorter synchronous runs) and per hold-out kind
+(``batch``, ``size``, ``lr``, ``horizon``) each law's hits within a factor 2 and mean absolute
+log error beside the seeds' own scatter (``seed_reference``), the law the cells choose
+(``choice``, on the gap share; ``lag_choice`` on the lag) and, per kind, the chosen law's hit
+rate against the goal set by the seed reference (``goal``).
 
 Re-run on the 20:1 ledgers: ``python benchmarks/bench_advise_loo.py --json --ledger R/n46k
 --ledger R/n113k --ledger R/n267k`` (``--runs``/``--ledger`` repeatable: their runs are pooled;
 ``benchmarks/advise_rerun.py`` prints the same scores as markdown with the projection table).
+
+On the delay-law ledger's runs: ``python benchmarks/bench_advise_loo.py --json --runs
+docs/delay_law/ledger/runs``.
 
 Usage: ``python benchmarks/bench_advise_loo.py --json [--runs DIR | --ledger DIR] [--rows]``
 (default ``--ledger docs/claims_tiny``; ``--runs`` reads run directories, e.g. the ledger's
@@ -28,6 +38,7 @@ import sys
 import time
 from pathlib import Path
 
+from llm_validation.advice.cell_choice import cell_summary
 from llm_validation.advice.loo import HOLDOUTS, evaluate
 from llm_validation.advice.pilot import load_pilot, pairs
 from llm_validation.advice.transfer_choice import transfer_summary
@@ -72,11 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         for block in res["holdouts"].values():
             block.pop("rows")
     transfer = transfer_summary(ps, rows=args.rows)
+    cells = cell_summary(ps, rows=args.rows, progress=show)
     src = args.runs or [str(x) for x in (args.ledger or [DEFAULT_LEDGER])]
     out = {"benchmark": "advise_loo", "source": src[0] if len(src) == 1 else src,
            "runs": len(runs), "pairs": len(ps),
            "modes": {m: sum(p.mode == m for p in ps) for m in ("delay", "ef")},
-           "overall": overall, **res, "transfer": transfer, "seconds": time.perf_counter() - t0}
+           "overall": overall, **res, "transfer": transfer, "cells": cells,
+           "seconds": time.perf_counter() - t0}
     print(json.dumps(out, indent=2, default=str))
     return 0
 

@@ -39,6 +39,9 @@ DEFAULT_LINK_GBPS = 400.0
 DEFAULT_DEVICE_GIB = 80.0
 
 
+#: What a law's prediction was read at, as printed: (key, format).
+_READ_AT = (("steps", "{:,.0f} steps"), ("lr_ratio", "lr ratio {:.3g}"), ("n_params", "N={:.3g}"))
+
 def _positive(flag: str, what: str):
     def parse(text: str) -> float:
         try:
@@ -118,6 +121,7 @@ def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
         out.append(f"{name:>17} {t['steady_step_time_s'] * 1e3:>9.4g} {t['tokens_per_s']:>10.4g} "
                    f"{t['speedup_vs_1f1b']:>7.3f} {mem if mem is None else f'{mem:.3g}':>9}")
     from llm_validation.advice.time_to_target import MIN_LAG_FRACTION
+    from llm_validation.advice.transfer import LAWS
     out.append("delay cost at this horizon (95% intervals):")
     clipped = set()
     for name, d in r["delay_cost"].items():
@@ -128,13 +132,19 @@ def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
                    f"({d['lag_steps']['estimate']:.0f} steps); gap {_fmt_iv(d['gap_fraction'], True)}"
                    f" of the loss decrease ({d['used']} predictor, {d['pairs']} pilot pairs)")
         for k, p in d["predictions"].items():
-            at = p.get("read_at")
+            at = {k: v for k, v in (p.get("read_at") or {}).items() if v is not None}
+            read = ", ".join(fmt.format(at[key]) for key, fmt in _READ_AT if key in at)
             out.append(f"    {k}: gap fraction {p['estimate']:.3g} [{p['lo']:.3g}, {p['hi']:.3g}]"
                        f" (n={p['n']}, {p.get('formula', p['trend'])}"
-                       + (f"; read at {at['steps']:,.0f} steps, lr ratio {at['lr_ratio']:.3g}, "
-                          f"N={at['n_params']:.3g}" if at else "") + ")")
+                       + (f"; read at {read}" if read else "") + ")")
+        forms = []
         for k, why in d.get("not_fitted", {}).items():
-            out.append(f"    {k}: not fitted ({why})")
+            if k in LAWS or k == d["used"]:
+                out.append(f"    {k}: not fitted ({why})")
+            else:
+                forms.append(k)
+        if forms:
+            out.append(f"    not fitted (--json says why): {', '.join(forms)}")
         m = d.get("model_uncertainty")
         if m:
             t = m.get("time_ratio")

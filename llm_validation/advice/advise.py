@@ -15,7 +15,9 @@ Algorithm
     3. Time to the synchronous final loss per schedule, as a ratio to 1F1B with an interval
        (:func:`~llm_validation.advice.time_to_target.ratios_to_reference`); the recommendation
        is the schedule with the smallest estimate, and why, in two sentences.
-    Across sizes: step 2's law is the transfer law chosen on held-out sizes
+    Across sizes: step 2's law is the transfer law chosen on held-out cells (another batch,
+    size at the same steps, lr, horizon: :mod:`~llm_validation.advice.cell_choice`) when the
+    pilot holds at least two of those kinds, else on held-out sizes and horizons
     (:mod:`~llm_validation.advice.transfer_choice`), printed with the spread of the laws not
     ruled out and its time-to-target range (:mod:`~llm_validation.advice.model_uncertainty`);
     beyond 10x the pilot's size or horizon the recommendation says "Extrapolation".
@@ -44,6 +46,7 @@ from llm_validation.advice.throughput import DELAYED_ADVISED, SYNC_ADVISED
 from llm_validation.advice.time_to_target import (MIN_LAG_FRACTION, REFERENCE,
                                                   frontier_unusable, ratios_to_reference)
 from llm_validation.advice.transfer import ALL_LAWS, Target
+from llm_validation.advice.cell_choice import choose_on_cells, drop_rows, score_cells
 from llm_validation.advice.transfer_choice import choose, score_laws
 
 __all__ = ["MODES", "AdviseSpec", "advise", "recommendation",
@@ -177,9 +180,15 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
         raise ValueError(f"--tokens {spec.tokens:g} is {S:.0f} steps of {per_step} tokens, "
                          f"shorter than the pilot's shortest horizon ({min(horizons)} steps)")
     if progress is not None:
-        progress("choosing the transfer law on held-out sizes and horizons")
+        progress("choosing the transfer law on held-out cells, sizes and horizons")
     scores = score_laws(all_pairs)
+    cells = score_cells(all_pairs, "share")
+    on_cells = choose_on_cells(cells)
     choice = choose(scores)
+    if on_cells is not None and on_cells["law"] is not None:
+        choice = {"law": on_cells["law"], "reason": on_cells["reason"],
+                  "deciding_hold_out": "cells", "not_ruled_out": on_cells["not_ruled_out"],
+                  "ruled_out": on_cells["ruled_out"]}
     if spec.law is not None:
         choice = {**choice, "law": spec.law, "requested": True,
                   "reason": f"requested with --law; the held-out choice is {choice['law']}"}
@@ -242,5 +251,6 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
             "frontier": {"steps": front[0], "losses": front[1], "used": frontier is not None,
                          "reason": unusable},
             "throughput": table, "delay_cost": delay, "time_to_target": ttt,
-            "transfer": {"choice": choice, "held_out": scores, "params": spec.params},
+            "transfer": {"choice": choice, "held_out": scores, "held_out_cells": drop_rows(cells),
+                         "params": spec.params},
             "extrapolation": extra, "recommendation": rec, "notes": notes}

@@ -30,13 +30,18 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from llm_validation.records.atomic_io import read_json
+from llm_validation.validation.envelope import envelope_lag
 from llm_validation.validation.lag import Lag, lag
 from llm_validation.validation.runs import STATS_FROM_FRACTION, stat_means
 
-__all__ = ["STATS_FROM_FRACTION", "PilotRun", "DelayPair", "stat_means", "model_params",
+__all__ = ["STATS_FROM_FRACTION", "QUANTITIES", "PilotRun", "DelayPair", "stat_means", "model_params",
            "runs_from_dirs",
            "runs_from_claims", "load_pilot", "pairs", "SyncReference", "sync_curve",
-           "frontier_points"]
+           "frontier_points", "reference_lrs", "pair_frontier"]
+
+#: The costs a pair carries: the gap as a share of the synchronous loss decrease (``share``)
+#: and the compute-equivalent lag (``lag``).
+QUANTITIES = ("share", "lag")
 
 
 
@@ -102,6 +107,14 @@ class DelayPair:
     """Its synchronous same-seed partner."""
     lag: Lag
     """:func:`~llm_validation.validation.lag.lag` of the delayed final loss on the partner's curve."""
+    lr_ref: float | None = None
+    """The pilot's tuned peak lr of this pair's optimizer at its model size
+    (:func:`reference_lrs`), the reference of :attr:`lr_rel`; None when not known."""
+    frontier_lag: float | None = None
+    """The compute-equivalent lag ``1 - s*/T`` (:func:`~llm_validation.validation.envelope.
+    envelope_lag`) of the delayed closing loss on the frontier of the partner and the pilot's
+    shorter synchronous runs of the same optimizer, size, lr, batch and seed, each trained with
+    its own schedule (:func:`pair_frontier`); None when the pilot has no such shorter run."""
 
     @property
     def mode(self) -> str:
@@ -139,6 +152,20 @@ class DelayPair:
     def loss_drop(self) -> float:
         """``v_0 - v_T`` of the synchronous partner (what ``gap_fraction`` is a share of)."""
         return self.sync.val_curve[0][1] - self.sync.val_curve[-1][1]
+
+    @property
+    def lr_rel(self) -> float | None:
+        """The delayed run's peak lr over :attr:`lr_ref` (None when that is unknown)."""
+        return None if self.lr_ref is None else self.delayed.lr / self.lr_ref
+
+    def value(self, quantity: str) -> float | None:
+        """The pair's cost in ``quantity`` (:data:`QUANTITIES`): ``share`` the gap fraction,
+        ``lag`` the compute-equivalent lag (None without a frontier)."""
+        if quantity == "share":
+            return self.gap_fraction
+        if quantity == "lag":
+            return self.frontier_lag
+        raise ValueError(f"unknown quantity {quantity!r}; choose from {', '.join(QUANTITIES)}")
 
 
 def _num(x: Any) -> float:
@@ -248,10 +275,44 @@ def load_pilot(*, pilot: str | Path | None = None,
     return runs
 
 
+def reference_lrs(runs: Sequence[PilotRun]) -> dict[tuple[str, int | None], float]:
+    """The pilot's tuned peak lr per (optimizer, model size): the lr of the most plain
+    synchronous runs of that optimizer and size (ties: the smaller lr). A designed pilot trains
+    most of its cells at each size's tuned lr and moves the lr in a few cells only (the delay-law
+    design's 0.5x / 2x cells), so the most common lr is the tuned one; a pilot that sweeps the lr
+    evenly has no such reference and gets its smallest lr, which :attr:`DelayPair.lr_rel` then
+    reads against."""
+    counts: dict[tuple[str, int | None], dict[float, int]] = {}
+    for r in runs:
+        if r.mode == "sync" and r.plain:
+            c = counts.setdefault((r.optimizer, r.n_params), {})
+            c[r.lr] = c.get(r.lr, 0) + 1
+    return {k: min(c, key=lambda lr: (-c[lr], lr)) for k, c in counts.items()}
+
+
+def pair_frontier(delayed: PilotRun, sync: PilotRun, runs: Sequence[PilotRun]) -> float | None:
+    """The compute-equivalent lag of ``delayed`` (see :attr:`DelayPair.frontier_lag`): closing
+    losses on the fixed validation set (``final_val``, the larger evaluation), the frontier of
+    ``sync`` and the pilot's plain synchronous runs with ``sync``'s optimizer, size, lr, batch,
+    sequence length and seed and fewer steps; None when there is no such run."""
+    key = (sync.optimizer, sync.n_params, sync.lr, sync.batch_size, sync.seq_len, sync.seed)
+    shorter = {r.steps: r.final_val for r in runs
+               if r.mode == "sync" and r.plain and r.steps < sync.steps
+               and (r.optimizer, r.n_params, r.lr, r.batch_size, r.seq_len, r.seed) == key}
+    if not shorter:
+        return None
+    steps = sorted(shorter) + [sync.steps]
+    losses = [shorter[s] for s in steps[:-1]] + [sync.final_val]
+    return envelope_lag(steps, losses, delayed.final_val, total=sync.steps).fraction
+
+
 def pairs(runs: Sequence[PilotRun]) -> list[DelayPair]:
     """Every plain one-step delayed run (mode ``delay``, or ``ef`` with lam = 1) joined with its
-    synchronous partner; runs whose partner is missing are left out."""
+    synchronous partner; runs whose partner is missing are left out. Each pair carries its
+    tuned lr (:func:`reference_lrs`) and, when the pilot holds shorter synchronous runs of its
+    partner's setting, its compute-equivalent lag (:func:`pair_frontier`)."""
     by_name = {r.name: r for r in runs}
+    ref = reference_lrs(runs)
     out = []
     for r in runs:
         if r.mode not in ("delay", "ef") or r.tau != 1 or not r.plain or r.partner is None:
@@ -262,7 +323,9 @@ def pairs(runs: Sequence[PilotRun]) -> list[DelayPair]:
         if s is None or len(s.val_curve) < 2:
             continue
         steps, vals = zip(*s.val_curve)
-        out.append(DelayPair(delayed=r, sync=s, lag=lag(steps, vals, r.curve_final)))
+        out.append(DelayPair(delayed=r, sync=s, lag=lag(steps, vals, r.curve_final),
+                             lr_ref=ref.get((r.optimizer, r.n_params)),
+                             frontier_lag=pair_frontier(r, s, runs)))
     return out
 
 

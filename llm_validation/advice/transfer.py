@@ -16,17 +16,27 @@ Algorithm
       T``); identified only with at least two sizes and two tokens-per-parameter values;
     - ``theory`` (:func:`law_theory`): the PL gap law of :mod:`~llm_validation.advice.delay_term`
       (``g = c_F Z`` from a synchronous run's statistics; no size or horizon term);
-    - ``size_steps_lr`` (:func:`law_size_steps_lr`, one of :data:`EXPLICIT_LAWS`):
-      ``log g = a + b log N + c log T + d log(lr/lr_0)``, the step count ``T`` (tokens over the
-      batch's tokens), the peak lr relative to the pilot's tuned ``lr_0`` and the size each an
-      explicit input; a regressor that does not vary in the pilot is dropped when the target
-      sits at the pilot's one value, and the law is not identified when it does not. It reads
-      only what the user states (``--batch-tokens``, ``--lr``, the size) and refuses a target
-      without them (:class:`MissingInput`, naming the flag). It is not among the candidates
-      chosen on held-out sizes (:data:`LAWS`); it is used when requested.
+    - the *forms* (:func:`law_form`, :data:`FORMS`, listed in :data:`EXPLICIT_LAWS`): every
+      candidate form of the delay-law design (:func:`~llm_validation.delay_law.laws.
+      candidate_laws`) by advise's name, ``link(g) = a + b log N + c log T + d log(lr/lr_0)``
+      with any subset of the three regressors (``const``, ``size``, ``size_steps``,
+      ``size_steps_lr``; the power law in ``T`` alone is ``steps``) and the link ``log`` (a
+      power law) or ``logit`` (its saturating twin, ``/saturating``). The step count ``T``
+      (tokens over the batch's tokens), the peak lr relative to the tuned ``lr_0`` and the size
+      are explicit inputs; a regressor that does not vary in the pilot is dropped when the
+      target sits at the pilot's one value, and the form is not identified when it does not. A
+      form reads only what the user states (``--batch-tokens``, ``--lr``, the size) and refuses
+      a target without them (:class:`MissingInput`, naming the flag). The delay-law ledger's
+      chosen form is among them by construction.
 
-    The log-linear laws are ordinary least squares with the t prediction interval of one more
-    pair on the log scale (``exp(l* +- t_{n-p} s sqrt(1 + x*' (X'X)^-1 x*))``); a law whose
+    Every fitted law predicts either cost a pair carries (``quantity``,
+    :data:`~llm_validation.advice.pilot.QUANTITIES`): the gap share ``g`` or the
+    compute-equivalent lag (the pilot's shorter synchronous runs give it); ``theory`` predicts
+    the gap share only.
+
+    The fitted laws are ordinary least squares with the t prediction interval of one more pair
+    on the link scale (``exp(l* +- t_{n-p} s sqrt(1 + x*' (X'X)^-1 x*))`` for the log link);
+    a law whose
     regressors do not vary in the pilot (one size, one horizon) is *not identified* and raises
     :class:`NotIdentified` with the reason.
 
@@ -38,7 +48,8 @@ Assumptions
 Guarantee
     Exact on data that follow the law (zero residual, zero-width interval); otherwise the
     interval covers the residual scatter of the fit, not the choice of law
-    (:mod:`~llm_validation.advice.transfer_choice` measures that on held-out sizes).
+    (:mod:`~llm_validation.advice.transfer_choice` measures that on held-out sizes, and
+    :mod:`~llm_validation.advice.cell_choice` on held-out batches, sizes, lrs and horizons).
 
 Reference
     Hoffmann et al. (2022) for tokens per parameter; OLS prediction intervals (Seber & Lee,
@@ -56,26 +67,65 @@ import numpy as np
 
 from llm_validation.advice.delay_term import calibrate, predict_theory
 from llm_validation.advice.horizon import LEVEL, GapPrediction, fit_horizon, ols_predict
+from llm_validation.advice.pilot import QUANTITIES
+from llm_validation.delay_law.laws import Law, candidate_laws
 
-__all__ = ["LAWS", "EXPLICIT_LAWS", "ALL_LAWS", "LAW_TEXT", "ASSUMPTION", "NotIdentified",
-           "MissingInput", "Target", "law_steps", "law_tokens_per_param", "law_joint",
-           "law_theory", "law_size_steps_lr", "predict_law"]
+__all__ = ["LAWS", "FORMS", "EXPLICIT_LAWS", "ALL_LAWS", "LAW_TEXT", "ASSUMPTION",
+           "NotIdentified", "MissingInput", "Target", "advise_name", "law_steps",
+           "law_tokens_per_param", "law_joint", "law_theory", "law_form", "law_size_steps_lr",
+           "predict_law"]
 
 #: The candidate laws chosen on held-out sizes, in the order ties are broken.
 LAWS = ("steps", "tokens_per_param", "joint", "theory")
-#: Laws in the explicit step count, lr ratio and size: fitted beside :data:`LAWS` and used when
-#: requested (their choice on held-out batch, size, lr and horizon cells is not made here).
-EXPLICIT_LAWS = ("size_steps_lr",)
+#: The delay-law design's feature names as advise prints them.
+_FEATURE_NAME = {"log_n": "size", "log_steps": "steps", "log_lr": "lr"}
+#: The delay-law design's regressors: (column label, what it is, the flag that states it).
+_COLUMNS = {"log_n": ("log N", "the model size", "--model or --params"),
+            "log_steps": ("log T", "the step count", "--batch-tokens"),
+            "log_lr": ("log(lr/lr_0)", "the lr ratio", "--lr")}
+
+
+def advise_name(law: Law) -> str:
+    """Advise's name of a delay-law form (:func:`~llm_validation.delay_law.laws.candidate_laws`):
+    its features joined by ``_`` (``size_steps_lr``), ``const`` without any, ``/saturating`` for
+    the logit link."""
+    core = "_".join(_FEATURE_NAME[f] for f in law.features) or "const"
+    return core if law.link == "log" else f"{core}/saturating"
+
+
+#: The laws in explicit variables: every form of the delay-law design (power law and its
+#: saturating twin in any of log N, log T, log lr ratio) by advise's name, except the power law
+#: in the step count alone, which is :data:`LAWS`' ``steps``. Fitted beside :data:`LAWS`; the
+#: choice among all of them on held-out cells is :mod:`~llm_validation.advice.cell_choice`'s.
+FORMS = {advise_name(law): law for law in candidate_laws()
+         if advise_name(law) != "steps"}
+EXPLICIT_LAWS = tuple(FORMS)
 #: Every law advise can fit.
 ALL_LAWS = LAWS + EXPLICIT_LAWS
 #: Relative tolerance under which a regressor's pilot values count as one value (and the
 #: target as sitting at it): float noise of a ratio of two lrs or of tokens / batch tokens.
 SAME_VALUE_RTOL = 1e-9
+
+
+def _form_text(law: Law) -> str:
+    lhs = "log g" if law.link == "log" else "logit g"
+    terms = ["a"] + [f"{c} {_COLUMNS[f][0]}" for c, f in zip("bcd", law.features)]
+    return f"{lhs} = " + " + ".join(terms)
+
+
 #: Each law's formula, as printed.
 LAW_TEXT = {"steps": "log g = a + b log T", "tokens_per_param": "log g = a + b log(D/N)",
             "joint": "log g = a + b log N + c log(D/N)",
             "theory": "g = c_F K(tau, alpha) L eta^2 / (v_0 - v_T)",
-            "size_steps_lr": "log g = a + b log N + c log T + d log(lr/lr_0)"}
+            **{name: _form_text(law) for name, law in FORMS.items()}}
+
+
+def _form_assumption(law: Law) -> str:
+    what = ", ".join(_COLUMNS[f][1] for f in law.features) or "nothing"
+    shape = "power" if law.link == "log" else "saturating (logit) power"
+    return f"the cost is the same {shape} law of {what} beyond the pilot's range of each"
+
+
 #: What each law assumes when it is read far beyond the pilot (the "extrapolation" sentence).
 ASSUMPTION = {
     "steps": "the gap share falls as the same power of the step count at every model size",
@@ -83,8 +133,7 @@ ASSUMPTION = {
                         "model size",
     "joint": "the power law in model size and tokens per parameter holds beyond the pilot's sizes",
     "theory": "the PL law's calibration constant is the same at every size and horizon",
-    "size_steps_lr": "the gap share is the same power of the model size, the step count and the "
-                     "lr ratio beyond the pilot's range of each"}
+    **{name: _form_assumption(law) for name, law in FORMS.items()}}
 
 
 class NotIdentified(ValueError):
@@ -131,13 +180,31 @@ class Target:
         return None if self.n_params is None else self.steps * self.tokens_per_step / self.n_params
 
 
-def _positive(pairs: Sequence[Any], law: str) -> list[Any]:
-    use = [p for p in pairs if math.isfinite(p.gap_fraction)]
+def _values(pairs: Sequence[Any], law: str, quantity: str = "share",
+            link: str = "log") -> tuple[list[Any], list[float]]:
+    """The pairs whose ``quantity`` the law can read, and those values.
+
+    A value outside the law's link (``log``: ``<= 0``; ``logit``: outside ``(0, 1)``) is left
+    out, as the delay-law fits do (:func:`~llm_validation.delay_law.laws.fit_law`): a small cost
+    measured below zero on some seeds then counts only through its positive seeds, which
+    biases the law toward a larger cost (the pessimistic side; the prediction's ``dropped``
+    says how many). ``steps`` keeps every value (it fits a line in ``g`` instead when one is
+    <= 0, :func:`~llm_validation.advice.horizon.fit_horizon`). :class:`NotIdentified` when
+    nothing is left."""
+    if quantity not in QUANTITIES:
+        raise ValueError(f"unknown quantity {quantity!r}; choose from {', '.join(QUANTITIES)}")
+    use = [p for p in pairs if p.value(quantity) is not None and math.isfinite(p.value(quantity))]
     if not use:
-        raise NotIdentified(f"{law}: no pilot pair")
-    if any(p.gap_fraction <= 0 for p in use) and law != "steps":
-        raise NotIdentified(f"{law}: a pilot pair has g <= 0 (no power law)")
-    return use
+        raise NotIdentified(f"{law}: no pilot pair with a {quantity}"
+                            + (" (no shorter synchronous runs: no compute frontier)"
+                               if quantity == "lag" else ""))
+    if law != "steps":
+        inside = (lambda v: 0 < v < 1) if link == "logit" else (lambda v: v > 0)
+        use = [p for p in use if inside(float(p.value(quantity)))]
+        if not use:
+            raise NotIdentified(f"{law}: every pilot pair's {quantity} is outside the law's "
+                                f"domain ({'(0, 1)' if link == 'logit' else '> 0'})")
+    return use, [float(p.value(quantity)) for p in use]
 
 
 def _relabel(pred: GapPrediction, law: str, **extra: Any) -> GapPrediction:
@@ -150,35 +217,36 @@ def _relabel(pred: GapPrediction, law: str, **extra: Any) -> GapPrediction:
                                                          "formula": formula, **extra})
 
 
-def law_steps(pairs: Sequence[Any], target: Target, level: float = LEVEL) -> GapPrediction:
+def law_steps(pairs: Sequence[Any], target: Target, level: float = LEVEL,
+              quantity: str = "share") -> GapPrediction:
     """``log g = a + b log T`` over ``pairs`` (:class:`~llm_validation.advice.pilot.DelayPair`)
     read at ``target.steps`` (:func:`~llm_validation.advice.horizon.fit_horizon`: a line in
-    ``g`` when a pair has ``g <= 0``, constant with one horizon)."""
-    use = _positive(pairs, "steps")
-    pred = fit_horizon([p.horizon for p in use], [p.gap_fraction for p in use], target.steps,
-                       level)
+    ``g`` when a pair has ``g <= 0``, constant with one horizon); ``g`` is the pairs'
+    ``quantity`` (:data:`~llm_validation.advice.pilot.QUANTITIES`)."""
+    use, y = _values(pairs, "steps", quantity)
+    pred = fit_horizon([p.horizon for p in use], y, target.steps, level)
     return _relabel(pred, "steps")
 
 
-def law_tokens_per_param(pairs: Sequence[Any], target: Target,
-                         level: float = LEVEL) -> GapPrediction:
+def law_tokens_per_param(pairs: Sequence[Any], target: Target, level: float = LEVEL,
+                         quantity: str = "share") -> GapPrediction:
     """``log g = a + b log(D/N)`` over ``pairs`` read at ``target``'s tokens per parameter
-    (:class:`NotIdentified` when a size is unknown or a gap is <= 0)."""
-    use = _positive(pairs, "tokens_per_param")
+    (:class:`NotIdentified` when a size is unknown or a value is <= 0)."""
+    use, y = _values(pairs, "tokens_per_param", quantity)
     if target.tokens_per_param is None or any(p.tokens_per_param is None for p in use):
         raise NotIdentified("tokens_per_param: the model size of the target or of a pilot run "
                             "is unknown")
-    pred = fit_horizon([p.tokens_per_param for p in use], [p.gap_fraction for p in use],
-                       target.tokens_per_param, level)
+    pred = fit_horizon([p.tokens_per_param for p in use], y, target.tokens_per_param, level)
     return _relabel(pred, "tokens_per_param", clock_values=pred.detail["horizons"],
-                    clock_target=target.tokens_per_param)
+                    clock_target=target.tokens_per_param, dropped=len(pairs) - len(use))
 
 
-def law_joint(pairs: Sequence[Any], target: Target, level: float = LEVEL) -> GapPrediction:
+def law_joint(pairs: Sequence[Any], target: Target, level: float = LEVEL,
+              quantity: str = "share") -> GapPrediction:
     """``log g = a + b log N + c log(D/N)`` over ``pairs`` read at ``target``
     (:class:`NotIdentified` with one size, one tokens-per-parameter value, an unknown size or a
-    gap <= 0)."""
-    use = _positive(pairs, "joint")
+    value <= 0)."""
+    use, y = _values(pairs, "joint", quantity)
     if target.tokens_per_param is None or any(p.tokens_per_param is None for p in use):
         raise NotIdentified("joint: the model size of the target or of a pilot run is unknown")
     N = np.array([float(p.n_params) for p in use])
@@ -190,23 +258,25 @@ def law_joint(pairs: Sequence[Any], target: Target, level: float = LEVEL) -> Gap
     if np.linalg.matrix_rank(X) < 3:
         raise NotIdentified("joint: size and tokens per parameter move together in the pilot "
                             "(their exponents are not separable)")
-    y = np.log([p.gap_fraction for p in use])
     xs = np.array([1.0, math.log(target.n_params), math.log(target.tokens_per_param)])
-    est, lo, hi, beta = ols_predict(X, y, xs, level)
+    est, lo, hi, beta = ols_predict(X, np.log(y), xs, level)
     return GapPrediction(estimate=math.exp(est), lo=math.exp(lo), hi=math.exp(hi), n=len(use),
                          method="joint", detail={
                              "law": "joint", "formula": LAW_TEXT["joint"],
                              "trend": LAW_TEXT["joint"],
                              "a": float(beta[0]), "size_exponent": float(beta[1]),
                              "tokens_per_param_exponent": float(beta[2]),
-                             "sizes": sorted(set(N.tolist()))})
+                             "sizes": sorted(set(N.tolist())), "dropped": len(pairs) - len(use)})
 
 
 def law_theory(calibration_pairs: Sequence[Any], syncs: Sequence[Any], optimizer: str,
-               mode: str, level: float = LEVEL) -> GapPrediction:
+               mode: str, level: float = LEVEL, quantity: str = "share") -> GapPrediction:
     """The PL gap law (:func:`~llm_validation.advice.delay_term.predict_theory`), calibrated on
     ``calibration_pairs`` of ``optimizer``'s family and ``mode``, applied to the synchronous runs
-    ``syncs`` (:class:`NotIdentified` without a calibration pair or logged statistics)."""
+    ``syncs`` (:class:`NotIdentified` without a calibration pair or logged statistics, and for
+    the ``lag``: the PL law predicts the gap share only)."""
+    if quantity != "share":
+        raise NotIdentified(f"theory: the PL law predicts the gap share, not the {quantity}")
     cal = calibrate(calibration_pairs, optimizer, mode)
     if not cal.n:
         raise NotIdentified(f"theory: no calibration pair of the {cal.family} family in mode "
@@ -218,70 +288,99 @@ def law_theory(calibration_pairs: Sequence[Any], syncs: Sequence[Any], optimizer
     return _relabel(pred, "theory")
 
 
-def _explicit_columns(pairs: Sequence[Any], target: Target) -> list[tuple[str, np.ndarray, float]]:
-    """(name, the pairs' log values, the target's log value) of log N, log T and log lr ratio,
-    a column that does not vary in the pilot dropped when the target sits at its one value."""
-    cols = [("log N", "the model size", [float(p.n_params) for p in pairs],
-             float(target.n_params)),
-            ("log T", "the step count", [float(p.horizon) for p in pairs], float(target.steps)),
-            ("log(lr/lr_0)", "the lr ratio", [p.delayed.lr / target.pilot_lr for p in pairs],
-             target.lr_ratio)]
+def _pair_column(p: Any, feature: str, target: Target) -> float:
+    if feature == "log_n":
+        return float(p.n_params)
+    if feature == "log_steps":
+        return float(p.horizon)
+    # the pair's lr over its own size's tuned lr when the pilot says which that is
+    return p.lr_rel if p.lr_rel is not None else p.delayed.lr / target.pilot_lr
+
+
+def _form_columns(name: str, law: Law, pairs: Sequence[Any], target: Target
+                  ) -> list[tuple[str, np.ndarray, float]]:
+    """(label, the pairs' log values, the target's log value) of the form's features, a column
+    that does not vary in the pilot dropped when the target sits at its one value."""
+    at = {"log_n": target.n_params, "log_steps": target.steps, "log_lr": target.lr_ratio}
     kept = []
-    for name, what, vals, at in cols:
-        x, xs = np.log(vals), math.log(at)
+    for f in law.features:
+        label, what, _ = _COLUMNS[f]
+        x = np.log([_pair_column(p, f, target) for p in pairs])
+        xs = math.log(at[f])
         if np.ptp(x) > SAME_VALUE_RTOL:
-            kept.append((name, x, xs))
+            kept.append((label, x, xs))
         elif abs(xs - x[0]) > SAME_VALUE_RTOL:
-            raise NotIdentified(f"size_steps_lr: {what} has one value in the pilot "
-                                f"({math.exp(x[0]):.4g}) and another at the target ({at:.4g}): "
-                                "its exponent is not identified")
+            raise NotIdentified(f"{name}: {what} has one value in the pilot "
+                                f"({math.exp(x[0]):.4g}) and another at the target "
+                                f"({at[f]:.4g}): its exponent is not identified")
     return kept
 
 
-def law_size_steps_lr(pairs: Sequence[Any], target: Target,
-                      level: float = LEVEL) -> GapPrediction:
-    """``log g = a + b log N + c log T + d log(lr/lr_0)`` over ``pairs`` read at ``target``.
+def law_form(name: str, pairs: Sequence[Any], target: Target, level: float = LEVEL,
+             quantity: str = "share") -> GapPrediction:
+    """The form ``name`` of :data:`FORMS` (``link(g) = a + b log N + c log T + d log(lr/lr_0)``,
+    the features the form has) over ``pairs`` read at ``target``: least squares on the link
+    scale, the t prediction interval of one more pair mapped back through the link.
 
-    :class:`MissingInput` naming the flag when the target's step count is not the user's
-    (``--batch-tokens``) or its lr ratio is unknown (``--lr``); :class:`NotIdentified` when a
-    size is unknown, a gap is <= 0, a regressor the target moves does not vary in the pilot, or
-    the regressors move together. The prediction says what it was read at (``read_at``)."""
-    if not target.steps_stated:
-        raise MissingInput("size_steps_lr needs --batch-tokens (the run's tokens per optimizer "
-                           "step: its step count is tokens / batch tokens)")
-    if target.lr_ratio is None:
-        raise MissingInput("size_steps_lr needs --lr (the run's peak learning rate, read "
-                           "against the pilot's tuned lr)")
-    use = _positive(pairs, "size_steps_lr")
-    if target.n_params is None or any(p.n_params is None for p in use):
-        raise NotIdentified("size_steps_lr: the model size of the target (--model or --params) "
-                            "or of a pilot run is unknown")
-    cols = _explicit_columns(use, target)
+    :class:`MissingInput` naming the flag when the form reads the step count and the target's is
+    not the user's (``--batch-tokens``), or reads the lr ratio and it is unknown (``--lr``);
+    :class:`NotIdentified` when a size is unknown, a value lies outside the link, a regressor the
+    target moves does not vary in the pilot, or the regressors move together. A pair's lr ratio
+    is against its own size's tuned lr (:attr:`~llm_validation.advice.pilot.DelayPair.lr_rel`)
+    when the pilot says which that is. The prediction says what it was read at (``read_at``)."""
+    law = FORMS.get(name)
+    if law is None:
+        raise ValueError(f"unknown form {name!r}; choose from {', '.join(FORMS)}")
+    if "log_steps" in law.features and not target.steps_stated:
+        raise MissingInput(f"{name} needs --batch-tokens (the run's tokens per optimizer step: "
+                           "its step count is tokens / batch tokens)")
+    if "log_lr" in law.features and target.lr_ratio is None:
+        raise MissingInput(f"{name} needs --lr (the run's peak learning rate, read against the "
+                           "pilot's tuned lr)")
+    use, y = _values(pairs, name, quantity, law.link)
+    if "log_n" in law.features and (target.n_params is None
+                                    or any(p.n_params is None for p in use)):
+        raise NotIdentified(f"{name}: the model size of the target (--model or --params) or of "
+                            "a pilot run is unknown")
+    cols = _form_columns(name, law, use, target)
     X = np.column_stack([np.ones(len(use))] + [x for _, x, _ in cols])
     if np.linalg.matrix_rank(X) < X.shape[1]:
-        raise NotIdentified("size_steps_lr: " + ", ".join(n for n, _, _ in cols) + " move "
+        raise NotIdentified(f"{name}: " + ", ".join(n for n, _, _ in cols) + " move "
                             "together in the pilot (their exponents are not separable)")
     xs = np.array([1.0] + [v for _, _, v in cols])
-    est, lo, hi, beta = ols_predict(X, np.log([p.gap_fraction for p in use]), xs, level)
-    return GapPrediction(estimate=math.exp(est), lo=math.exp(lo), hi=math.exp(hi), n=len(use),
-                         method="size_steps_lr", detail={
-                             "law": "size_steps_lr", "formula": LAW_TEXT["size_steps_lr"],
-                             "trend": LAW_TEXT["size_steps_lr"], "a": float(beta[0]),
+    z = np.array([law.forward(v) for v in y])
+    est, lo, hi, beta = ols_predict(X, z, xs, level)
+    return GapPrediction(estimate=law.inverse(est), lo=law.inverse(lo), hi=law.inverse(hi),
+                         n=len(use), method=name, detail={
+                             "law": name, "formula": LAW_TEXT[name], "trend": LAW_TEXT[name],
+                             "a": float(beta[0]), "quantity": quantity,
+                             "dropped": len(pairs) - len(use),
                              "exponents": {n: float(b) for (n, _, _), b in zip(cols, beta[1:])},
                              "read_at": {"steps": target.steps, "lr_ratio": target.lr_ratio,
                                          "n_params": target.n_params}})
 
 
+def law_size_steps_lr(pairs: Sequence[Any], target: Target, level: float = LEVEL,
+                      quantity: str = "share") -> GapPrediction:
+    """``log g = a + b log N + c log T + d log(lr/lr_0)`` (:func:`law_form` of
+    ``size_steps_lr``)."""
+    return law_form("size_steps_lr", pairs, target, level, quantity)
+
+
 def predict_law(law: str, pairs: Sequence[Any], target: Target, *,
                 calibration_pairs: Sequence[Any] = (), syncs: Sequence[Any] = (),
-                optimizer: str = "", mode: str = "", level: float = LEVEL) -> GapPrediction:
-    """Dispatch to one law of :data:`LAWS`: ``pairs`` are the pilot's pairs of the optimizer and
-    mode (the log-linear laws), ``calibration_pairs``/``syncs``/``optimizer``/``mode`` feed
-    ``theory``. Raises :class:`NotIdentified` when the law cannot be fitted."""
+                optimizer: str = "", mode: str = "", level: float = LEVEL,
+                quantity: str = "share") -> GapPrediction:
+    """Dispatch to one law of :data:`ALL_LAWS`: ``pairs`` are the pilot's pairs of the optimizer
+    and mode (the fitted laws), ``calibration_pairs``/``syncs``/``optimizer``/``mode`` feed
+    ``theory``; ``quantity`` is the cost predicted (the gap ``share`` or the compute-equivalent
+    ``lag``). Raises :class:`NotIdentified` when the law cannot be fitted."""
     if law == "theory":
-        return law_theory(calibration_pairs, syncs, optimizer, mode, level)
+        return law_theory(calibration_pairs, syncs, optimizer, mode, level, quantity)
+    if law in FORMS:
+        return law_form(law, pairs, target, level, quantity)
     fit = {"steps": law_steps, "tokens_per_param": law_tokens_per_param,
-           "joint": law_joint, "size_steps_lr": law_size_steps_lr}.get(law)
+           "joint": law_joint}.get(law)
     if fit is None:
         raise ValueError(f"unknown transfer law {law!r}; choose from {', '.join(ALL_LAWS)}")
-    return fit(pairs, target, level)
+    return fit(pairs, target, level, quantity)

@@ -50,7 +50,7 @@ from llm_validation.advice.loo import FACTOR, hit
 from llm_validation.advice.transfer import LAWS, NotIdentified, Target, predict_law
 
 __all__ = ["HELD_OUT", "RULE_OUT_HIT_RATE", "FALLBACK", "GOAL", "SEED_REFERENCE",
-           "held_out_split", "score_laws",
+           "held_out_split", "pair_target", "predict_pair", "arm_key", "siblings_mean", "score_rows", "score_laws",
            "choose", "confirmation", "transfer_summary"]
 
 HELD_OUT = ("largest_size", "longest_horizon")
@@ -91,20 +91,32 @@ def held_out_split(pairs: Sequence[Any], kind: str) -> tuple[list[int], str] | s
     raise ValueError(f"unknown hold-out {kind!r}; choose from {', '.join(HELD_OUT)}")
 
 
-def _predict(law: str, p: Any, train: Sequence[Any]) -> float | None:
+def pair_target(p: Any) -> Target:
+    """The run of pair ``p`` as a law's target: its steps (stated), batch, size and lr ratio
+    against its size's tuned lr (1 when the pilot does not say which that is)."""
+    ratio = p.lr_rel if p.lr_rel is not None else 1.0
+    return Target(steps=p.horizon, tokens_per_step=p.delayed.tokens_per_step,
+                  n_params=p.n_params, lr_ratio=ratio,
+                  pilot_lr=p.lr_ref if p.lr_ref is not None else p.delayed.lr)
+
+
+def predict_pair(law: str, p: Any, train: Sequence[Any], quantity: str = "share"
+                 ) -> float | None:
+    """``law`` fitted on ``train``'s pairs of ``p``'s optimizer and mode (``theory``: calibrated
+    on all of ``train``) and read at ``p`` (:func:`pair_target`); None when it cannot be."""
     own = [q for q in train if q.optimizer == p.optimizer and q.mode == p.mode]
-    target = Target(steps=p.horizon, tokens_per_step=p.delayed.tokens_per_step,
-                    n_params=p.n_params, lr_ratio=1.0, pilot_lr=p.delayed.lr)
+    if law != "theory" and not own:
+        return None
     try:
-        if law != "theory" and not own:
-            return None
-        return predict_law(law, own, target, calibration_pairs=train, syncs=[p.sync],
-                           optimizer=p.optimizer, mode=p.mode).estimate
+        return predict_law(law, own, pair_target(p), calibration_pairs=train, syncs=[p.sync],
+                           optimizer=p.optimizer, mode=p.mode, quantity=quantity).estimate
     except NotIdentified:
         return None
 
 
-def _score(rows: list[dict[str, Any]], law: str) -> dict[str, Any]:
+def score_rows(rows: list[dict[str, Any]], law: str) -> dict[str, Any]:
+    """Pairs / predicted / hits / hit rates / mean absolute log error / worst misses of the
+    predictor ``law`` over ``rows`` (each with ``measured`` and the predictor's value)."""
     done = [r for r in rows if r[law] is not None]
     hits = [r for r in done if hit(r[law], r["measured"])]
     errs = [abs(math.log(r[law] / r["measured"])) for r in done
@@ -119,14 +131,18 @@ def _score(rows: list[dict[str, Any]], law: str) -> dict[str, Any]:
                       for r in worst]}
 
 
-def _arm(p: Any) -> tuple[Any, ...]:
+def arm_key(p: Any) -> tuple[Any, ...]:
+    """What makes two pairs seeds of one arm: optimizer, mode, size, steps, batch and lr."""
     return (p.optimizer, p.mode, p.n_params, p.horizon, p.delayed.tokens_per_step, p.delayed.lr)
 
 
-def _siblings_mean(pairs: Sequence[Any], i: int, idx: Sequence[int]) -> float | None:
-    """The mean gap fraction of the other held-out pairs of pair ``i``'s arm (its other seeds),
+def siblings_mean(pairs: Sequence[Any], i: int, idx: Sequence[int],
+                  quantity: str = "share") -> float | None:
+    """The mean ``quantity`` of the other held-out pairs of pair ``i``'s arm (its other seeds),
     or None when it has none."""
-    sib = [pairs[j].gap_fraction for j in idx if j != i and _arm(pairs[j]) == _arm(pairs[i])]
+    sib = [pairs[j].value(quantity) for j in idx
+           if j != i and arm_key(pairs[j]) == arm_key(pairs[i])]
+    sib = [v for v in sib if v is not None]
     return sum(sib) / len(sib) if sib else None
 
 
@@ -153,10 +169,10 @@ def score_laws(pairs: Sequence[Any], laws: Sequence[str] = LAWS,
         train = [q for j, q in enumerate(pairs) if j not in held]
         table = [{"delayed": pairs[i].delayed.name, "optimizer": pairs[i].optimizer,
                   "mode": pairs[i].mode, "measured": pairs[i].gap_fraction,
-                  SEED_REFERENCE: _siblings_mean(pairs, i, idx),
-                  **{law: _predict(law, pairs[i], train) for law in laws}} for i in idx]
-        out[kind] = {"held_out": label, **{law: _score(table, law) for law in laws},
-                     SEED_REFERENCE: _score(table, SEED_REFERENCE)}
+                  SEED_REFERENCE: siblings_mean(pairs, i, idx),
+                  **{law: predict_pair(law, pairs[i], train) for law in laws}} for i in idx]
+        out[kind] = {"held_out": label, **{law: score_rows(table, law) for law in laws},
+                     SEED_REFERENCE: score_rows(table, SEED_REFERENCE)}
         if rows:
             out[kind]["rows"] = table
     return out

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from delaybound.cli import main
+from llm_validation.advice.transfer_choice import choose
 from tests.llm_validation.advice.synthetic_ledger import pair_records, write_ledger
 
 SHAPE = ["--stages", "4", "--microbatches", "8", "--model", "smollm-135m", "--seq-len", "512",
@@ -87,8 +88,10 @@ def test_ledger_json_text_and_figure(ledger, tmp_path, capsys):
     assert "transfer law: steps (the pilot's model sizes are unknown" in text
 
 
-def test_one_ledger_per_size_chooses_the_law_on_the_largest(tmp_path, capsys):
-    # g = 0.1 / (tokens per parameter / 10) at three sizes: the Chinchilla clock wins
+def test_one_ledger_per_size_chooses_the_law_on_held_out_cells(tmp_path, capsys):
+    # g = 0.1 / (tokens per parameter / 10) at three sizes: the Chinchilla clock wins on the
+    # held-out step counts of every size (batch and horizon cells; no step count is shared by
+    # the sizes, so no size cell), tied with size_steps, which has one coefficient more
     leds = []
     for N in (10_000, 100_000, 1_000_000):
         recs = [pair_records(opt="muon", T=round(tpp * N / 1024), seed=0, n_params=N,
@@ -98,7 +101,13 @@ def test_one_ledger_per_size_chooses_the_law_on_the_largest(tmp_path, capsys):
                  "--params", "2e6", "--json", "--quiet"]) == 0
     r = json.loads(capsys.readouterr().out)
     c = r["transfer"]["choice"]
-    assert c["law"] == "tokens_per_param" and c["deciding_hold_out"] == "largest_size"
+    assert c["law"] == "tokens_per_param" and c["deciding_hold_out"] == "cells"
+    cells = r["transfer"]["held_out_cells"]
+    assert "skipped" in cells["size"] and "skipped" in cells["lr"]
+    # both exact up to the step counts' rounding to whole steps (>= 49 steps: < 1%)
+    assert cells["horizon"]["tokens_per_param"]["mean_abs_log_error"] < 0.01
+    assert cells["horizon"]["size_steps"]["mean_abs_log_error"] < 0.01
+    assert choose(r["transfer"]["held_out"])["law"] == "tokens_per_param"   # on sizes too
     assert r["delay_cost"]["2bw"]["used"] == "tokens_per_param"
     # 2x the largest size, 1e8 / 4096 = 24,414 steps: 1.25x the longest pilot run (19,531)
     assert r["extrapolation"] is None and "Extrapolation" not in r["recommendation"]["why"]
@@ -144,7 +153,9 @@ def test_round_trip_from_a_real_tiny_pilot(tmp_path, capsys):
     r = json.loads(capsys.readouterr().out)
     assert r["pilot"]["pairs"] == 1 and r["pilot"]["reference_horizon"] == 8
     d = r["delay_cost"]["2bw"]
-    assert d["pairs"] == 1 and set(d["predictions"]) == {"steps", "tokens_per_param", "theory"}
+    # the forms without a step, size or lr term (a constant) fit one pair too
+    assert d["pairs"] == 1 and set(d["predictions"]) == {"steps", "tokens_per_param", "theory",
+                                                         "const", "const/saturating"}
     assert "one model size" in d["not_fitted"]["joint"]
     # one pair: a point prediction whose interval the data cannot bound (on the log scale of
     # the law: from 0 to +inf, printed as null)

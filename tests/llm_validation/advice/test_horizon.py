@@ -23,6 +23,9 @@ class _Pair:
         self.horizon, self.gap_fraction = horizon, gap_fraction
         self.tokens_per_param = horizon * tokens_per_step / n_params
 
+    def value(self, quantity: str) -> float:
+        return self.gap_fraction
+
 
 def test_exact_power_law_is_recovered_with_zero_width():
     T = [100, 100, 200, 200, 400]

@@ -42,7 +42,9 @@ def test_chosen_law_and_model_uncertainty_range():
     assert d["gap_fraction"]["estimate"] == pytest.approx(0.05, rel=1e-2)   # tpp 20: 0.1 / 2
     m = d["model_uncertainty"]
     assert "theory" not in m["laws"] and "theory" in m["ruled_out"]          # ruled out
-    assert set(m["laws"]) >= {"tokens_per_param", "steps"}
+    # chosen on the held-out cells (batch and horizon): steps misses most of them
+    assert r["transfer"]["choice"]["deciding_hold_out"] == "cells"
+    assert set(m["laws"]) >= {"tokens_per_param", "joint"} and "steps" in m["ruled_out"]
     g, f, t = m["gap_fraction"], m["lag_fraction"], m["time_ratio"]
     assert g["lo"] <= g["estimate"] <= g["hi"] and g["lo"] < g["hi"]
     assert f["lo"] <= f["estimate"] <= f["hi"]
