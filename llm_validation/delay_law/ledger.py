@@ -43,17 +43,19 @@ from llm_validation.delay_law.laws import (Law, Observed, candidate_laws, choose
 from llm_validation.delay_law.measure import CellCosts, cell_costs, observed, read_final
 from llm_validation.delay_law.paper import paper_predictions
 from llm_validation.delay_law.report import (exponent_at_fixed_steps, plot_lag_vs_size,
-                                             plot_lag_vs_steps, render)
+                                             plot_lag_vs_steps, plot_lr_profiles, render)
 from llm_validation.delay_law.runs import LR_CENTRES, PHASES, choose_lr, lr_runs, phase_runs
 from llm_validation.delay_law.verdicts import decide, statement_values, statements
 from llm_validation.records.atomic_io import read_json
 from llm_validation.sweep.grid import SweepPoint
 from llm_validation.sweep.runner import run_sweep
 
-__all__ = ["LR_FILE", "PREDICTIONS_FILE", "LEDGER_FILE", "QUANTITIES", "LAW_ARMS",
+__all__ = ["LR_FILE", "LR_FIGURE", "PREDICTIONS_FILE", "LEDGER_FILE", "QUANTITIES", "LAW_ARMS",
            "run_phase", "read_lrs", "write_predictions", "assemble"]
 
 LR_FILE = "lr_choice.json"
+#: The lr profiles' figure (under ``figures/``), drawn when the lr phase finishes.
+LR_FIGURE = "lr_profiles.png"
 PREDICTIONS_FILE = "predictions.json"
 LEDGER_FILE = "ledger.json"
 #: The costs a law is fitted to: the compute-equivalent lag and the gap share.
@@ -88,6 +90,7 @@ def _choose_lrs(out: Path) -> dict[str, Any]:
                                          "profile": {str(m): v for m, v in sorted(by.items())}}
     doc = {"rule": "lowest mean closing loss over the profile's seeds", "lrs": lrs}
     write_json(out / LR_FILE, doc)
+    plot_lr_profiles(doc, out / "figures" / LR_FIGURE)
     return doc
 
 

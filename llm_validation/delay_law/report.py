@@ -13,7 +13,8 @@ from llm_validation.delay_law import design
 from llm_validation.delay_law.measure import CellCosts
 from llm_validation.validation.inference import t_interval
 
-__all__ = ["exponent_at_fixed_steps", "plot_lag_vs_steps", "plot_lag_vs_size", "render"]
+__all__ = ["exponent_at_fixed_steps", "plot_lag_vs_steps", "plot_lag_vs_size",
+           "plot_lr_profiles", "render"]
 
 _ARMS = (("adamw/2bw", "AdamW 2BW"), ("muon/2bw", "Muon 2BW"))
 
@@ -90,6 +91,51 @@ def plot_lag_vs_size(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
                 ax.plot(*zip(*pts), marker="o", ms=4, lw=1, alpha=0.7, label=f"seed {s}")
         ax.set_xlabel("parameters N (all counted)")
     axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_lr_profiles(lr_doc: Mapping[str, Any], path: str | Path) -> Path:
+    """Each size's synchronous lr profile (closing loss on the fixed validation set against
+    the peak lr; small points: the profile seeds, line: their mean), one panel per optimizer,
+    one colour per size; the chosen lr ringed (``lr_doc``: the ``lr_choice.json`` document)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from llm_validation.config import preset
+    from llm_validation.delay_law.runs import LR_CENTRES
+    opts = sorted({o for by in lr_doc["lrs"].values() for o in by})
+    fig, axes = plt.subplots(1, len(opts), figsize=(5 * len(opts), 4), squeeze=False)
+    sizes = [s for s in design.SIZES if s in lr_doc["lrs"]]
+    colours = dict(zip(sizes, plt.cm.viridis(np.linspace(0, 0.9, len(sizes)))))
+    params = {s: preset(s).n_params() for s in sizes}
+    for ax, opt in zip(axes[0], opts):
+        for size in sizes:
+            entry = lr_doc["lrs"][size].get(opt)
+            if entry is None:
+                continue
+            centre = LR_CENTRES[size][opt]
+            pts = sorted((float(m) * centre, v) for m, v in entry["profile"].items())
+            col = colours[size]
+            for lr, v in pts:
+                ax.scatter([lr] * len(v), v, s=10, color=col, alpha=0.5)
+            ax.plot([lr for lr, _ in pts], [float(np.mean(v)) for _, v in pts], color=col,
+                    label=f"{size} (N={params[size]:,})")
+            chosen = [float(np.mean(v)) for lr, v in pts if np.isclose(lr, entry["lr"])]
+            ax.scatter([entry["lr"]], chosen, s=120, facecolors="none", edgecolors=col,
+                       linewidths=1.5)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(f"{opt}: synchronous lr profile")
+        ax.set_xlabel("peak learning rate")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("closing validation loss (nats/byte)")
+    axes[0][-1].legend(title="size (ringed: chosen lr)", fontsize=8)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -49,6 +49,7 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
     monkeypatch.setattr(runs.design, "lr_profiles", lambda: tuple(profiles))
     _fake_phase(tmp_path, "lr")
     ledger._choose_lrs(tmp_path)
+    assert (tmp_path / "figures" / ledger.LR_FIGURE).stat().st_size > 10_000
     lrs = ledger.read_lrs(tmp_path)
     assert lrs["n46k"]["adamw"] == pytest.approx(runs.LR_CENTRES["n46k"]["adamw"])
     with pytest.raises(FileNotFoundError, match="predictions"):
