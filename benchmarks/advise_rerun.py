@@ -9,7 +9,9 @@ For the 20:1 size ladder (docs/size_ladder.md), once its ledgers are assembled::
 ``docs/claims_tiny``, one size). Prints markdown (``--json`` for the numbers): per hold-out
 (largest size, longest horizon) and law the factor-2 hits and the mean absolute log error, the
 law advise uses with its reason and the laws ruled out, whether the chosen law meets the goal
-(>= 80% of the held-out largest-size pairs within a factor 2), and the projection table of
+(>= 80% of the held-out largest-size pairs within a factor 2), the held-out cells' scores
+(batch, size at fixed steps, lr, horizon), the law they choose (the one advise uses when two
+kinds or more are scored) and its goal per kind, and the projection table of
 :mod:`advise_projection` computed on the same pooled ledgers. The numbers go into
 docs/advise.md ("Transfer across sizes") and README.md ("Should I use 2BW?").
 """
@@ -28,7 +30,7 @@ from bench_advise_loo import DEFAULT_LEDGER  # noqa: E402
 
 from llm_validation.advice.transfer_choice import SEED_REFERENCE  # noqa: E402
 
-__all__ = ["main", "scores_markdown"]
+__all__ = ["main", "scores_markdown", "cells_markdown"]
 
 
 def scores_markdown(t: dict[str, Any]) -> list[str]:
@@ -70,7 +72,37 @@ def scores_markdown(t: dict[str, Any]) -> list[str]:
     return out
 
 
+def cells_markdown(c: dict[str, Any]) -> list[str]:
+    """The held-out cell scores (gap share), the cells' choice and the goal per kind, as
+    markdown lines (:func:`~llm_validation.advice.cell_choice.cell_summary`)."""
+    from llm_validation.advice.cell_choice import KINDS
+    share = c["share"]
+    out = ["| held-out cells | law | predicted / pairs | within x2 | mean abs log error |",
+           "|---|---|---|---|---|"]
+    for kind in KINDS:
+        if "skipped" in share[kind]:
+            out.append(f"| {kind} | - | skipped: {share[kind]['skipped']} | | |")
+            continue
+        for law in (*share["laws"], SEED_REFERENCE):
+            s = share[kind][law]
+            err = s["mean_abs_log_error"]
+            name = f"{law} (not a law)" if law == SEED_REFERENCE else law
+            out.append(f"| {kind} ({len(share[kind]['folds'])} folds) | {name} | "
+                       f"{s['predicted']} / {s['pairs']} | {s['hits']} | "
+                       f"{'-' if err is None else f'{err:.2f}'} |")
+    ch = c["choice"]
+    if ch is None:
+        return out + ["", "The held-out cells do not decide (fewer than two kinds scored)."]
+    out += ["", f"The held-out cells choose **{ch['law']}**: {ch['reason']}."]
+    for kind, g in (c["goal"] or {}).items():
+        out.append(f"- {kind}: {g['hit_rate']:.0%} of {g['pairs']} transferable pairs within "
+                   f"x2, seed reference {g['seed_reference']:.0%}, goal {g['goal']:.0%}: "
+                   f"{'met' if g['met'] else 'not met'}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
+    from llm_validation.advice.cell_choice import cell_summary
     from llm_validation.advice.pilot import load_pilot, pairs
     from llm_validation.advice.transfer_choice import transfer_summary
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -84,13 +116,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"advise_rerun: error: {exc}", file=sys.stderr)
         return 2
-    t = transfer_summary(pairs(runs))
+    ps = pairs(runs)
+    t = transfer_summary(ps)
+    cells = cell_summary(ps)
     table = rows(ledgers, args.optimizer, [8, 16, 32], [1e9, 1e10])
     if args.json:
-        print(json.dumps({"ledgers": ledgers, "transfer": t, "projection": table}, indent=1,
-                         default=str))
+        print(json.dumps({"ledgers": ledgers, "transfer": t, "cells": cells,
+                          "projection": table}, indent=1, default=str))
     else:
-        print("\n".join(scores_markdown(t) + [""] + markdown(table)))
+        print("\n".join(scores_markdown(t) + [""] + cells_markdown(cells) + [""]
+                        + markdown(table)))
     return 0
 
 

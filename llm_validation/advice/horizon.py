@@ -8,7 +8,10 @@ Algorithm
     ``T*``: the estimate ``exp(a + b log T*)`` with the t prediction interval
     ``exp(l* +- t_{n-2} s sqrt(1 + x*' (X'X)^-1 x*))`` of the log-scale line (always positive).
     If any pair has ``g <= 0`` (no logarithm) the line is fitted to ``g`` itself
-    (``g = a + b log T``) and the result says so. With a single horizon the trend is not
+    (``g = a + b log T``) and the result says so; that line is read at ``T*`` only inside the
+    pilot's horizons and at the nearest end of them beyond (a line in ``g`` extrapolated
+    crosses zero: a delayed run predicted "ahead" of its synchronous twin by as much as the
+    line likes). With a single horizon the trend is not
     identified: ``b = 0`` (g assumed constant in the horizon) and the interval is the t prediction
     interval of one more pair on the same scale: ``exp(m +- t_{n-1} s sqrt(1 + 1/n))`` with
     ``m, s`` the mean and spread of ``log g`` (the estimate the geometric mean; both ends
@@ -134,8 +137,17 @@ def fit_horizon(horizons: Sequence[float], fractions: Sequence[float], target: f
         est, lo, hi = math.exp(est), math.exp(lo), math.exp(hi)
         trend = TREND
     else:
+        # a line in g crosses zero when extrapolated (a delayed run "ahead" of its synchronous
+        # twin by as much as the line likes): it is read inside the pilot's horizons only, at
+        # the nearest end beyond them
+        held = float(np.clip(target, distinct[0], distinct[-1]))
+        xs = np.array([1.0, math.log(held)])
         est, lo, hi, (a, b) = ols_predict(X, g, xs, level)
         trend = f"{ADDITIVE} (a pilot pair has g <= 0: no power law)"
+        if held != target:
+            end = "longest" if held < target else "shortest"
+            trend += (f"; not extrapolated: read at the pilot's {end}"
+                      f" horizon, {held:g} steps")
     return GapPrediction(estimate=est, lo=lo, hi=hi, n=n, method="empirical",
                          detail={"trend": trend, "scale": scale, "a": float(a), "b": float(b),
                                  "horizons": distinct.tolist()})

@@ -25,3 +25,15 @@ def test_scores_table_and_acceptance():
     one_md = "\n".join(advise_rerun.scores_markdown(one))
     assert "Acceptance not measurable: one model size" in one_md
     assert "Confirmation fold: skipped (needs three model sizes (the pilot has 1))." in one_md
+
+
+def test_cells_table_choice_and_goal():
+    from llm_validation.advice.cell_choice import cell_summary
+    from llm_validation.advice.pilot import pairs
+    from tests.llm_validation.advice.test_cell_choice import _design
+    md = "\n".join(advise_rerun.cells_markdown(cell_summary(pairs(_design()))))
+    assert "| lr (2 folds) | size_steps_lr | 8 / 8 | 8 | 0.00 |" in md
+    assert "The held-out cells choose **size_steps_lr**" in md
+    assert "- size: 100% of 16 transferable pairs within x2, seed reference 100%, goal 90%: met" in md
+    one = [p for p in pairs(_design(lr_cells=False)) if p.horizon == 1000]
+    assert "do not decide" in "\n".join(advise_rerun.cells_markdown(cell_summary(one)))

@@ -51,10 +51,16 @@ def test_a_shrinking_gap_is_never_extrapolated_below_zero():
 def test_a_non_positive_pair_falls_back_to_the_additive_line_and_says_so():
     T = [100, 200, 400, 800]
     g = [0.03 - 0.01 * math.log2(t / 100) for t in T]    # exact line in log T, reaching 0
+    inside = fit_horizon(T, g, 566)                     # inside the pilot's horizons: the line
+    assert inside.detail["trend"].startswith(ADDITIVE) and "g <= 0" in inside.detail["trend"]
+    assert inside.estimate == pytest.approx(0.03 - 0.01 * math.log2(5.66), abs=EXACT)
+    assert inside.hi - inside.lo == pytest.approx(0.0, abs=EXACT)
+    # beyond them the line would cross zero (-0.01 at 1600): it is held at the longest horizon
     p = fit_horizon(T, g, 1600)
-    assert p.detail["trend"].startswith(ADDITIVE) and "g <= 0" in p.detail["trend"]
-    assert p.estimate == pytest.approx(-0.01, abs=EXACT)
-    assert p.hi - p.lo == pytest.approx(0.0, abs=EXACT)
+    assert p.estimate == pytest.approx(0.0, abs=EXACT)
+    assert "not extrapolated: read at the pilot's longest horizon, 800 steps" in p.detail["trend"]
+    short = fit_horizon(T, g, 50)
+    assert short.estimate == pytest.approx(0.03, abs=EXACT) and "shortest" in short.detail["trend"]
 
 
 def test_one_horizon_is_a_prediction_interval_on_the_log_scale():
