@@ -153,8 +153,11 @@ def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
                        f"{m['lag_fraction']['lo']:.1%} to {m['lag_fraction']['hi']:.1%}"
                        + (f", time to target {t['lo']:.3g}x to {t['hi']:.3g}x 1F1B" if t else ""))
     if "transfer" in r:
-        out.append(f"transfer law: {r['transfer']['choice']['law']} "
-                   f"({r['transfer']['choice']['reason']})")
+        chosen = r["transfer"]["choice"]["law"]
+        out.append(f"transfer law: {chosen} ({r['transfer']['choice']['reason']})")
+        for name, d in r["delay_cost"].items():
+            if d["used"] != chosen:
+                out.append(f"  {name} uses {d['used']}: {d['law_reason']}")
     out.append("time to the synchronous final loss, ratio to 1F1B:")
     for name, t in sorted(r["time_to_target"].items(), key=lambda kv: kv[1]["ratio"]):
         iv = ""
