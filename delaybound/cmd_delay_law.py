@@ -7,8 +7,9 @@ learning rate in the cost of a one-step delay (:mod:`llm_validation.delay_law`).
 - ``delay-law run --out DIR --phase lr|train|held-out [--jobs J]``: trains one phase
   (resumable: a re-run trains only what is missing); refused without the protocol, and for
   ``held-out`` without ``predictions.json``.
-- ``delay-law predict --out DIR``: every candidate law's prediction for the held-out cells
-  (``DIR/predictions.json``), fitted on the finished training cells.
+- ``delay-law predict --out DIR [--allow-missing]``: every candidate law's prediction for the
+  held-out cells (``DIR/predictions.json``), fitted on the training cells; refused while a
+  training run is missing or unfinished, unless ``--allow-missing`` (they are then recorded).
 - ``delay-law assemble --out DIR [--reanalyse]``: verdicts, law scores, N's exponent at fixed
   steps, the paper's setting; ``DIR/ledger.md``, ``ledger.json`` and ``figures/``.
 """
@@ -36,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reanalyse", action="store_true",
                    help="assemble under this checkout's rules although the folder records "
                         "others (labelled a re-analysis)")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="predict: write the predictions although training runs are missing "
+                        "(recorded in predictions.json); refused without it")
     p.add_argument("--json", action="store_true", help="plan: print JSON")
     p.set_defaults(func=cmd_delay_law)
 
@@ -104,7 +108,7 @@ def cmd_delay_law(args: argparse.Namespace) -> int:
         n = ledger.run_phase(args.phase, args.out, jobs=args.jobs)
         print(f"phase {args.phase}: {n} runs finished under {args.out}/runs")
     elif args.action == "predict":
-        doc = ledger.write_predictions(args.out)
+        doc = ledger.write_predictions(args.out, allow_missing=args.allow_missing)
         print(f"{len(doc['laws'])} law predictions for {len(doc['held_out'])} held-out cells "
               f"written to {args.out}/{ledger.PREDICTIONS_FILE}: commit it before the "
               "held-out phase")

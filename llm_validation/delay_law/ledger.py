@@ -50,7 +50,7 @@ from llm_validation.records.atomic_io import read_json
 from llm_validation.sweep.grid import SweepPoint
 from llm_validation.sweep.runner import run_sweep
 
-__all__ = ["LR_FILE", "LR_FIGURE", "PREDICTIONS_FILE", "LEDGER_FILE", "QUANTITIES", "LAW_ARMS",
+__all__ = ["TrainingIncomplete", "LR_FILE", "LR_FIGURE", "PREDICTIONS_FILE", "LEDGER_FILE", "QUANTITIES", "LAW_ARMS",
            "run_phase", "read_lrs", "write_predictions", "assemble"]
 
 LR_FILE = "lr_choice.json"
@@ -122,14 +122,30 @@ def _law_doc(law: Law) -> dict[str, Any]:
     return {"features": list(law.features), "link": law.link}
 
 
-def write_predictions(out: str | Path) -> dict[str, Any]:
+class TrainingIncomplete(ValueError):
+    """The training cells are not all finished: predictions would be fitted on part of them."""
+
+
+def write_predictions(out: str | Path, *, allow_missing: bool = False) -> dict[str, Any]:
     """Every candidate law's prediction for every held-out cell, fitted on the training cells
-    (per arm and quantity), written to ``predictions.json``."""
+    (per arm and quantity), written to ``predictions.json``.
+
+    Refused (:class:`TrainingIncomplete`, naming the first runs) while a training run is
+    missing, unfinished or damaged: predictions fitted on part of the training cells and then
+    committed would be the protocol's predictions. ``allow_missing`` writes them anyway (a run
+    that cannot be trained again) and records every missing run in the document."""
     out = Path(out)
     lrs = read_lrs(out)
     train = _all_costs(out, lrs, held=False)
+    missing = [m for c in train.values() for m in c.missing]
+    if missing and not allow_missing:
+        raise TrainingIncomplete(
+            f"{len(missing)} training run(s) not usable yet ({'; '.join(missing[:3])}"
+            f"{'; ...' if len(missing) > 3 else ''}): finish the 'train' phase first, or pass "
+            "--allow-missing to record them as missing")
     held = [c for c in design.cells() if c.held_out]
-    doc: dict[str, Any] = {"held_out": [c.name for c in held], "laws": {}}
+    doc: dict[str, Any] = {"held_out": [c.name for c in held], "train_missing": missing,
+                           "laws": {}}
     for arm in LAW_ARMS:
         for q in QUANTITIES:
             cells = observed(train, arm, q)

@@ -54,8 +54,14 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
     assert lrs["n46k"]["adamw"] == pytest.approx(runs.LR_CENTRES["n46k"]["adamw"])
     with pytest.raises(FileNotFoundError, match="predictions"):
         ledger.run_phase("held-out", tmp_path)
+    # no prediction from part of the training cells (here: none of them)
+    with pytest.raises(ledger.TrainingIncomplete, match="finish the 'train' phase"):
+        ledger.write_predictions(tmp_path)
+    partial = ledger.write_predictions(tmp_path, allow_missing=True)
+    assert len(partial["train_missing"]) == len(runs.phase_runs("train", lrs))
     _fake_phase(tmp_path, "train", lrs)
     preds = ledger.write_predictions(tmp_path)
+    assert preds["train_missing"] == []
     held = [c.name for c in design.cells() if c.held_out]
     assert preds["held_out"] == held
     steps_law = preds["laws"]["adamw/2bw:lag:steps"]["predictions"]
