@@ -25,7 +25,8 @@ Re-run on the 20:1 ledgers: ``python benchmarks/bench_advise_loo.py --json --led
 On the delay-law ledger's runs: ``python benchmarks/bench_advise_loo.py --json --runs
 docs/delay_law/ledger/runs``.
 
-Usage: ``python benchmarks/bench_advise_loo.py --json [--runs DIR | --ledger DIR] [--rows]``
+Usage: ``python benchmarks/bench_advise_loo.py --json [--runs DIR | --ledger DIR] [--rows]
+[--figure PNG]`` (``--figure``: the held-out cells' scores drawn, when the cells decide)
 (default ``--ledger docs/claims_tiny``; ``--runs`` reads run directories, e.g. the ledger's
 ``runs/`` folder; ``--rows`` adds every held-out pair).
 """
@@ -39,6 +40,7 @@ import time
 from pathlib import Path
 
 from llm_validation.advice.cell_choice import cell_summary
+from llm_validation.advice.figures import plot_cell_scores
 from llm_validation.advice.loo import HOLDOUTS, evaluate
 from llm_validation.advice.pilot import load_pilot, pairs
 from llm_validation.advice.transfer_choice import transfer_summary
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="ledger folder (claims.json with the per-run table; repeatable)")
     ap.add_argument("--rows", action="store_true", help="print every held-out pair too")
     ap.add_argument("--json", action="store_true", help="print JSON (the only output format)")
+    ap.add_argument("--figure", help="also draw the held-out cells' scores to this PNG")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
@@ -84,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             block.pop("rows")
     transfer = transfer_summary(ps, rows=args.rows)
     cells = cell_summary(ps, rows=args.rows, progress=show)
+    if args.figure and cells["choice"] is not None:
+        plot_cell_scores(cells, args.figure, title="advise's laws on held-out cells")
     src = args.runs or [str(x) for x in (args.ledger or [DEFAULT_LEDGER])]
     out = {"benchmark": "advise_loo", "source": src[0] if len(src) == 1 else src,
            "runs": len(runs), "pairs": len(ps),

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_advice", "COLORS", "ZOOM_FROM", "POINTS"]
+__all__ = ["plot_advice", "plot_cell_scores", "COLORS", "ZOOM_FROM", "POINTS"]
 
 COLORS = {"1f1b": "#F58518", "gpipe": "#4C78A8", "interleaved-1f1b": "#54A24B",
           "zb-h1": "#E45756", "2bw": "#B279A2", "2bw+ef": "#222222"}
@@ -103,5 +103,57 @@ def plot_advice(result: dict[str, Any], path: str | Path, *, title: str) -> Path
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def plot_cell_scores(cells: dict[str, Any], path: str | Path, *, title: str) -> Path:
+    """The held-out cells' scores (:func:`~llm_validation.advice.cell_choice.cell_summary`) as a
+    figure: per scored kind (one panel each, gap share), every law's mean absolute log error on
+    the held-out pairs it predicted (bars; the choice compares the laws on the pairs all of them
+    predicted, so a bar can differ a little from the error the choice read; the chosen law filled dark, a law that predicted too
+    few pairs to be compared hatched), the seed reference's as a dashed line (the seeds' own
+    scatter: no law fitted elsewhere knows more), and the factor-2 tolerance as a dotted line."""
+    import matplotlib.pyplot as plt
+    from llm_validation.advice.cell_choice import KINDS
+    from llm_validation.advice.loo import FACTOR
+    from llm_validation.advice.transfer_choice import SEED_REFERENCE
+    share, choice = cells["share"], cells["choice"] or {}
+    kinds = [k for k in KINDS if "skipped" not in share[k]]
+    if not kinds:
+        raise ValueError("plot_cell_scores: no kind of held-out cell was scored")
+    laws = share["laws"]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(4.2 * len(kinds), 4.2), sharey=True,
+                             squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        block = share[kind]
+        errs = [block[law]["mean_abs_log_error"] for law in laws]
+        x = np.arange(len(laws))
+        for i, law in enumerate(laws):
+            if errs[i] is None:
+                continue
+            chosen = law == choice.get("law")
+            eligible = law in choice.get("eligible", laws)
+            ax.bar(i, errs[i], color="#333333" if chosen else "#9ecae1",
+                   hatch="" if eligible else "//", edgecolor="#555555")
+        ref = block[SEED_REFERENCE]["mean_abs_log_error"]
+        if ref is not None:
+            ax.axhline(ref, color="#d62728", linestyle="--", label="seed reference (own cell's "
+                       "other seeds)")
+        ax.axhline(math.log(FACTOR), color="#777777", linestyle=":",
+                   label=f"a factor {FACTOR:g} (log {FACTOR:g})")
+        ax.set_xticks(x)
+        ax.set_xticklabels(laws, rotation=70, ha="right", fontsize=7)
+        ax.set_title(f"held out: {kind} ({len(block['folds'])} folds, "
+                     f"{block[SEED_REFERENCE]['pairs']} pairs)", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("mean |log(predicted / measured gap share)|")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"{title}: chosen {choice.get('law', 'none')} (dark); hatched: predicted "
+                 f"too few pairs to be compared", fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

@@ -165,3 +165,14 @@ def test_an_arm_run_in_one_cell_only_is_not_held_against_the_laws():
     assert all(v["pairs"] == scores[k]["size_steps_lr"]["pairs"] - sum(
         r["optimizer"] == "adamw" for r in scores[k]["_rows"]) for k, v in g.items())
 
+
+
+def test_the_scores_figure(tmp_path):
+    from llm_validation.advice.figures import plot_cell_scores
+    summary = cell_summary(pairs(_design()))
+    path = plot_cell_scores(summary, tmp_path / "cells.png", title="synthetic design")
+    assert path.stat().st_size > 10_000
+    none = {**summary, "share": {**summary["share"],
+                                 **{k: {"skipped": "x"} for k in KINDS}}}
+    with pytest.raises(ValueError, match="no kind"):
+        plot_cell_scores(none, tmp_path / "none.png", title="x")
