@@ -37,8 +37,9 @@ Algorithm
     over kinds of the kind's mean absolute log error, each kind's error taken over the same
     pairs for every such law (those all of them predicted above zero, measured above zero), so
     each kind weighs the same however many pairs it holds and no law is scored on easier
-    pairs; a tie within :data:`~llm_validation.delay_law.laws.TIE_LOG_ERROR` goes to fewer coefficients
-    (:data:`COEFFICIENTS`), then to :data:`~llm_validation.advice.transfer.ALL_LAWS`' order.
+    pairs; a tie within :data:`~llm_validation.delay_law.laws.TIE_LOG_ERROR` goes to fewer
+    coefficients (:data:`COEFFICIENTS`), then to
+    :data:`~llm_validation.advice.transfer.ALL_LAWS`' order.
     It applies when at least :data:`MIN_KINDS` kinds can be scored; otherwise the size-and-
     horizon choice of :mod:`~llm_validation.advice.transfer_choice` stands. A law is *ruled out*
     when fewer than :data:`~llm_validation.advice.transfer_choice.RULE_OUT_HIT_RATE` of its

@@ -111,9 +111,10 @@ def plot_cell_scores(cells: dict[str, Any], path: str | Path, *, title: str) -> 
     """The held-out cells' scores (:func:`~llm_validation.advice.cell_choice.cell_summary`) as a
     figure: per scored kind (one panel each, gap share), every law's mean absolute log error on
     the held-out pairs it predicted (bars; the choice compares the laws on the pairs all of them
-    predicted, so a bar can differ a little from the error the choice read; the chosen law filled dark, a law that predicted too
-    few pairs to be compared hatched), the seed reference's as a dashed line (the seeds' own
-    scatter: no law fitted elsewhere knows more), and the factor-2 tolerance as a dotted line."""
+    predicted, so a bar can differ a little from the error the choice read; the chosen law
+    filled dark, a law that predicted too few pairs to be compared hatched), the seed
+    reference's as a dashed line (the seeds' own scatter: no law fitted elsewhere knows more),
+    and the factor-2 tolerance as a dotted line."""
     import matplotlib.pyplot as plt
     from llm_validation.advice.cell_choice import KINDS
     from llm_validation.advice.loo import FACTOR

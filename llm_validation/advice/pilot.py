@@ -34,7 +34,8 @@ from llm_validation.validation.envelope import envelope_lag
 from llm_validation.validation.lag import Lag, lag
 from llm_validation.validation.runs import STATS_FROM_FRACTION, stat_means
 
-__all__ = ["STATS_FROM_FRACTION", "QUANTITIES", "PilotRun", "DelayPair", "stat_means", "model_params",
+__all__ = ["STATS_FROM_FRACTION", "QUANTITIES", "PilotRun", "DelayPair", "stat_means",
+           "model_params",
            "runs_from_dirs",
            "runs_from_claims", "load_pilot", "pairs", "SyncReference", "sync_curve",
            "frontier_points", "reference_lrs", "pair_frontier"]

@@ -50,7 +50,8 @@ from llm_validation.advice.loo import FACTOR, hit
 from llm_validation.advice.transfer import LAWS, NotIdentified, Target, predict_law
 
 __all__ = ["HELD_OUT", "RULE_OUT_HIT_RATE", "FALLBACK", "GOAL", "SEED_REFERENCE",
-           "held_out_split", "pair_target", "predict_pair", "arm_key", "siblings_mean", "score_rows", "score_laws",
+           "held_out_split", "pair_target", "predict_pair", "arm_key", "siblings_mean",
+           "score_rows", "score_laws",
            "choose", "confirmation", "transfer_summary"]
 
 HELD_OUT = ("largest_size", "longest_horizon")

@@ -50,8 +50,8 @@ from llm_validation.records.atomic_io import read_json
 from llm_validation.sweep.grid import SweepPoint
 from llm_validation.sweep.runner import run_sweep
 
-__all__ = ["TrainingIncomplete", "LR_FILE", "LR_FIGURE", "PREDICTIONS_FILE", "LEDGER_FILE", "QUANTITIES", "LAW_ARMS",
-           "run_phase", "read_lrs", "write_predictions", "assemble"]
+__all__ = ["TrainingIncomplete", "LR_FILE", "LR_FIGURE", "PREDICTIONS_FILE", "LEDGER_FILE",
+           "QUANTITIES", "LAW_ARMS", "run_phase", "read_lrs", "write_predictions", "assemble"]
 
 LR_FILE = "lr_choice.json"
 #: The lr profiles' figure (under ``figures/``), drawn when the lr phase finishes.
