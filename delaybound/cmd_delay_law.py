@@ -4,6 +4,8 @@ learning rate in the cost of a one-step delay (:mod:`llm_validation.delay_law`).
 - ``delay-law plan [--json]``: the design's cells, their runs and estimated cost; nothing runs.
 - ``delay-law protocol --out DIR``: writes the checkout's rules (``DIR/protocol.json`` and
   ``protocol.md``), to be committed before any run.
+- ``delay-law status --out DIR [--json]``: per phase, its runs finished and started and the
+  process-minutes they recorded, and the next step.
 - ``delay-law run --out DIR --phase lr|train|held-out [--jobs J]``: trains one phase
   (resumable: a re-run trains only what is missing); refused without the protocol, and for
   ``held-out`` without ``predictions.json``.
@@ -29,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("delay-law", help="the delay-law experiment: size, steps and lr",
                        description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("action", choices=("plan", "protocol", "run", "predict", "assemble"),
+    p.add_argument("action", choices=("plan", "protocol", "status", "run", "predict",
+                                      "assemble"),
                    help="what to do")
     p.add_argument("--out", help="the ledger folder (every action but plan)")
     p.add_argument("--phase", choices=("lr", "train", "held-out"), help="run: the phase")
@@ -40,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-missing", action="store_true",
                    help="predict: write the predictions although training runs are missing "
                         "(recorded in predictions.json); refused without it")
-    p.add_argument("--json", action="store_true", help="plan: print JSON")
+    p.add_argument("--json", action="store_true", help="plan, status: print JSON")
     p.set_defaults(func=cmd_delay_law)
 
 
@@ -87,6 +90,24 @@ def _write_protocol(out: str) -> int:
     return 0
 
 
+def _status(out: str, as_json: bool) -> int:
+    from llm_validation.delay_law import ledger
+    if not Path(out).is_dir():
+        raise FileNotFoundError(f"--out {out}: no such ledger folder")
+    st = ledger.status(out)
+    if as_json:
+        print_json(st)
+        return 0
+    for phase, p in st["phases"].items():
+        if p["runs"] is None:
+            print(f"{phase:9s} waits on {p['waits_on']}")
+            continue
+        print(f"{phase:9s} {p['finished']:4d} / {p['runs']:4d} runs finished, {p['started']} "
+              f"started, {p['process_minutes']:.1f} process-minutes recorded")
+    print(f"next: delaybound delay-law {st['next']} (--out {out})")
+    return 0
+
+
 def cmd_delay_law(args: argparse.Namespace) -> int:
     from llm_validation.delay_law import ledger, protocol
     if args.action == "plan":
@@ -95,6 +116,8 @@ def cmd_delay_law(args: argparse.Namespace) -> int:
         raise ValueError(f"delay-law {args.action} needs --out DIR")
     if args.action == "protocol":
         return _write_protocol(args.out)
+    if args.action == "status":
+        return _status(args.out, args.json)
     rec = protocol.check(args.out, reanalyse=args.reanalyse)
     if rec.get("code_changed"):
         print("delaybound delay-law: the decision code differs from the one the protocol "

@@ -49,9 +49,10 @@ from llm_validation.delay_law.verdicts import decide, statement_values, statemen
 from llm_validation.records.atomic_io import read_json
 from llm_validation.sweep.grid import SweepPoint
 from llm_validation.sweep.runner import run_sweep
+from llm_validation.validation.runs import is_complete
 
 __all__ = ["TrainingIncomplete", "LR_FILE", "LR_FIGURE", "PREDICTIONS_FILE", "LEDGER_FILE",
-           "QUANTITIES", "LAW_ARMS", "run_phase", "read_lrs", "write_predictions", "assemble"]
+           "QUANTITIES", "LAW_ARMS", "run_phase", "status", "read_lrs", "write_predictions", "assemble"]
 
 LR_FILE = "lr_choice.json"
 #: The lr profiles' figure (under ``figures/``), drawn when the lr phase finishes.
@@ -110,6 +111,48 @@ def run_phase(phase: str, out: str | Path, *, jobs: int = 2, progress: bool = Tr
     if phase == "lr":
         _choose_lrs(out)
     return len(points)
+
+
+def status(out: str | Path) -> dict[str, Any]:
+    """Where the ledger stands, per phase: its runs, how many are finished
+    (:func:`~llm_validation.validation.runs.is_complete`), started but not finished (a run
+    folder without a finished summary), the process-minutes the finished ones recorded
+    (``wall_time_s``), and the next step with what it waits on."""
+    out = Path(out)
+    have_lrs = (out / LR_FILE).exists()
+    lrs = read_lrs(out) if have_lrs else None
+    phases: dict[str, Any] = {}
+    for phase in PHASES:
+        if phase != "lr" and lrs is None:
+            phases[phase] = {"runs": None, "waits_on": LR_FILE}
+            continue
+        names = [run_name(r.cfg) for r in phase_runs(phase, lrs)]
+        done = [n for n in names if is_complete(out / "runs" / n)]
+        started = [n for n in names if n not in set(done) and (out / "runs" / n).exists()]
+        secs = 0.0
+        for n in done:
+            try:
+                secs += float(read_json(out / "runs" / n / "summary.json").get("wall_time_s") or 0)
+            except (ValueError, OSError):
+                pass
+        phases[phase] = {"runs": len(names), "finished": len(done), "started": len(started),
+                         "process_minutes": secs / 60}
+    predictions = (out / PREDICTIONS_FILE).exists()
+    stale = len(read_json(out / PREDICTIONS_FILE).get("train_missing", [])) if predictions else 0
+    if not have_lrs:
+        step = "run --phase lr"
+    elif phases["train"]["finished"] < phases["train"]["runs"]:
+        step = "run --phase train"
+    elif not predictions:
+        step = "predict, then commit predictions.json"
+    elif stale:
+        step = (f"predict again, then commit predictions.json (written while {stale} training "
+                "runs were missing, which have finished since)")
+    elif phases["held-out"]["finished"] < phases["held-out"]["runs"]:
+        step = "run --phase held-out"
+    else:
+        step = "assemble"
+    return {"phases": phases, "lr_choice": have_lrs, "predictions": predictions, "next": step}
 
 
 def _all_costs(out: Path, lrs: Mapping[str, Mapping[str, float]], held: bool | None

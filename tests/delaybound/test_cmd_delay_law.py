@@ -32,3 +32,19 @@ def test_protocol_is_written_once_and_never_replaced_by_other_rules(tmp_path, ca
     err = capsys.readouterr().err
     assert "never replaced" in err and len(err.strip().splitlines()) == 1
     assert json.loads((out / "protocol.json").read_text())["digest"] == "f" * 64
+
+
+def test_status_says_where_the_ledger_stands_and_what_comes_next(tmp_path, capsys):
+    out = tmp_path / "ledger"
+    assert main(["delay-law", "protocol", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["delay-law", "status", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "lr           0 /   64 runs finished" in text and "train     waits on" in text
+    assert "next: delaybound delay-law run --phase lr" in text
+    assert main(["delay-law", "status", "--out", str(out), "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["phases"]["lr"] == {"runs": 64, "finished": 0, "started": 0,
+                                  "process_minutes": 0.0}
+    assert main(["delay-law", "status", "--out", str(tmp_path / "none")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1

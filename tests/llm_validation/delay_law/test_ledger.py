@@ -47,8 +47,12 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
                 for p in design.lr_profiles()]
     monkeypatch.setattr(design, "lr_profiles", lambda: tuple(profiles))
     monkeypatch.setattr(runs.design, "lr_profiles", lambda: tuple(profiles))
+    assert ledger.status(tmp_path)["next"] == "run --phase lr"
     _fake_phase(tmp_path, "lr")
     ledger._choose_lrs(tmp_path)
+    st = ledger.status(tmp_path)
+    assert st["phases"]["lr"]["finished"] == st["phases"]["lr"]["runs"] > 0
+    assert st["phases"]["train"]["finished"] == 0 and st["next"] == "run --phase train"
     assert (tmp_path / "figures" / ledger.LR_FIGURE).stat().st_size > 10_000
     lrs = ledger.read_lrs(tmp_path)
     assert lrs["n46k"]["adamw"] == pytest.approx(runs.LR_CENTRES["n46k"]["adamw"])
@@ -60,8 +64,12 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
     partial = ledger.write_predictions(tmp_path, allow_missing=True)
     assert len(partial["train_missing"]) == len(runs.phase_runs("train", lrs))
     _fake_phase(tmp_path, "train", lrs)
+    assert ledger.status(tmp_path)["next"].startswith("predict again")   # the partial file
+    (tmp_path / ledger.PREDICTIONS_FILE).unlink()
+    assert ledger.status(tmp_path)["next"] == "predict, then commit predictions.json"
     preds = ledger.write_predictions(tmp_path)
     assert preds["train_missing"] == []
+    assert ledger.status(tmp_path)["next"] == "run --phase held-out"
     held = [c.name for c in design.cells() if c.held_out]
     assert preds["held_out"] == held
     steps_law = preds["laws"]["adamw/2bw:lag:steps"]["predictions"]
