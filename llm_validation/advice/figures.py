@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from llm_validation.records.figure_file import save_figure
+
 __all__ = ["plot_advice", "plot_cell_scores", "COLORS", "ZOOM_FROM", "POINTS"]
 
 COLORS = {"1f1b": "#F58518", "gpipe": "#4C78A8", "interleaved-1f1b": "#54A24B",
@@ -100,11 +102,7 @@ def plot_advice(result: dict[str, Any], path: str | Path, *, title: str) -> Path
               title_fontsize=8)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=130)
 
 
 def plot_cell_scores(cells: dict[str, Any], path: str | Path, *, title: str) -> Path:
@@ -153,8 +151,4 @@ def plot_cell_scores(cells: dict[str, Any], path: str | Path, *, title: str) -> 
     fig.suptitle(f"{title}: chosen {choice.get('law', 'none')} (dark); hatched: predicted "
                  f"too few pairs to be compared", fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)

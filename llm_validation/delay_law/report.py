@@ -11,6 +11,7 @@ import numpy as np
 
 from llm_validation.delay_law import design
 from llm_validation.delay_law.measure import CellCosts
+from llm_validation.records.figure_file import save_figure
 from llm_validation.validation.inference import t_interval
 
 __all__ = ["exponent_at_fixed_steps", "plot_lag_vs_steps", "plot_lag_vs_size",
@@ -68,11 +69,7 @@ def plot_lag_vs_steps(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
                               label="held out"))
     axes[1].legend(handles=handles, title="model size", fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def plot_lag_vs_size(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
@@ -92,11 +89,7 @@ def plot_lag_vs_size(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
         ax.set_xlabel("parameters N (all counted)")
     axes[1].legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def plot_lr_profiles(lr_doc: Mapping[str, Any], path: str | Path) -> Path:
@@ -137,11 +130,7 @@ def plot_lr_profiles(lr_doc: Mapping[str, Any], path: str | Path) -> Path:
     axes[0][0].set_ylabel("closing validation loss (nats/byte)")
     axes[0][-1].legend(title="size (ringed: chosen lr)", fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def _fmt(x: Any) -> str:

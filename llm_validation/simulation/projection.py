@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from llm_validation.config import ModelConfig
+from llm_validation.records.figure_file import save_figure
 from llm_validation.simulation.costs import Hardware, model_costs
 from llm_validation.simulation.engine import simulate
 from llm_validation.simulation.memory import memory_model, peak_memory
@@ -227,8 +228,4 @@ def plot_projection(comparison: list[dict[str, Any]], path: str | Path, *, title
     fig.suptitle(title, fontsize=10)
     rows = (len(labels) + 3) // 4
     fig.tight_layout(rect=(0, 0.04 + 0.045 * rows, 1, 1))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=130)

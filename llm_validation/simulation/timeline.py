@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llm_validation.records.figure_file import save_figure
 from llm_validation.simulation.engine import ALLREDUCE, SEND, UPDATE, SimResult
 from llm_validation.simulation.schedules import (
     BACKWARD,
@@ -111,8 +112,4 @@ def plot_timeline(result: SimResult, path: str | Path, *, title: str | None = No
                            f"{result.bubble_fraction:.1%} (numbers: microbatch in its batch; "
                            f"shade alternates by batch)"), fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=130, bbox_inches="tight")

@@ -31,6 +31,7 @@ from llm_validation.claims.sizes.fit import (AGREEMENT_RULES, AGREEMENT_TARGET, 
                                                QUANTITY_TEXT, TOLERANCE, VERDICT,
                                                SizeFit, SizeLadderData, arm_label,
                                                paper_lag_fraction, rules_text)
+from llm_validation.records.figure_file import save_figure
 from llm_validation.validation.inference import t_interval
 from llm_validation.validation.figures import DPI, plain_ticks
 
@@ -208,11 +209,7 @@ def plot_size_ladder(data: SizeLadderData, fits: Mapping[str, Mapping[str, SizeF
     fig.suptitle(f"Size ladder at {data.tokens_per_param:g} tokens per parameter "
                  "(points: seeds; lines: mean over seeds)", fontsize=11)
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=DPI)
-    plt.close(fig)
-    return out
+    return save_figure(fig, path, dpi=DPI)
 
 
 def _cell(by_seed: Mapping[int, float]) -> str:
