@@ -33,6 +33,19 @@ from llm_validation.advice.transfer_choice import SEED_REFERENCE  # noqa: E402
 __all__ = ["main", "scores_markdown", "cells_markdown"]
 
 
+def _score_rows(label: str, block: dict[str, Any], laws: list[str]) -> list[str]:
+    """One markdown row per law of a hold-out ``block`` and the seed reference after them:
+    predicted / pairs, hits within a factor 2, mean absolute log error."""
+    out = []
+    for law in (*laws, SEED_REFERENCE):
+        s = block[law]
+        err = s["mean_abs_log_error"]
+        name = f"{law} (not a law)" if law == SEED_REFERENCE else law
+        out.append(f"| {label} | {name} | {s['predicted']} / {s['pairs']} | {s['hits']} | "
+                   f"{'-' if err is None else f'{err:.2f}'} |")
+    return out
+
+
 def scores_markdown(t: dict[str, Any]) -> list[str]:
     """The held-out score table, the choice and the acceptance, as markdown lines."""
     h = t["held_out"]
@@ -42,12 +55,7 @@ def scores_markdown(t: dict[str, Any]) -> list[str]:
         if "skipped" in h[kind]:
             out.append(f"| {kind} | - | skipped: {h[kind]['skipped']} | | |")
             continue
-        for law in (*h["laws"], SEED_REFERENCE):
-            s = h[kind][law]
-            err = s["mean_abs_log_error"]
-            name = f"{law} (not a law)" if law == SEED_REFERENCE else law
-            out.append(f"| {kind} ({h[kind]['held_out']}) | {name} | {s['predicted']} / "
-                       f"{s['pairs']} | {s['hits']} | {'-' if err is None else f'{err:.2f}'} |")
+        out += _score_rows(f"{kind} ({h[kind]['held_out']})", h[kind], h["laws"])
     c, a = t["choice"], t["acceptance"]
     out += ["", f"advise uses **{c['law']}**: {c['reason']}. Not ruled out: "
             f"{', '.join(c['not_ruled_out'])}; ruled out: "
@@ -83,13 +91,8 @@ def cells_markdown(c: dict[str, Any]) -> list[str]:
         if "skipped" in share[kind]:
             out.append(f"| {kind} | - | skipped: {share[kind]['skipped']} | | |")
             continue
-        for law in (*share["laws"], SEED_REFERENCE):
-            s = share[kind][law]
-            err = s["mean_abs_log_error"]
-            name = f"{law} (not a law)" if law == SEED_REFERENCE else law
-            out.append(f"| {kind} ({len(share[kind]['folds'])} folds) | {name} | "
-                       f"{s['predicted']} / {s['pairs']} | {s['hits']} | "
-                       f"{'-' if err is None else f'{err:.2f}'} |")
+        out += _score_rows(f"{kind} ({len(share[kind]['folds'])} folds)", share[kind],
+                           share["laws"])
     ch = c["choice"]
     if ch is None:
         return out + ["", "The held-out cells do not decide (fewer than two kinds scored)."]
