@@ -75,7 +75,8 @@ from typing import Any, Callable, Sequence
 from llm_validation.advice.loo import FACTOR, hit
 from llm_validation.advice.transfer import ALL_LAWS, FORMS
 from llm_validation.advice.transfer_choice import (RULE_OUT_HIT_RATE, SEED_REFERENCE,
-                                                   predict_pair, score_rows, siblings_mean)
+                                                   pair_target, predict_pair, score_rows,
+                                                   siblings_mean)
 from llm_validation.delay_law.laws import TIE_LOG_ERROR
 
 __all__ = ["KINDS", "MIN_KINDS", "COVERAGE", "GOAL_MARGIN", "LR_DIGITS", "COEFFICIENTS",
@@ -183,13 +184,25 @@ def score_cells(pairs: Sequence[Any], quantity: str = "share",
             out_of_fit = set(held)
             train = [q for j, q in enumerate(use) if j not in out_of_fit]
             arms = {(q.optimizer, q.mode) for q in train}
+            # a fitted law reads a pair only through its arm and its target, which the seeds of
+            # one cell share: fit it once per (law, arm, target) in this fold; ``theory`` reads
+            # each pair's own synchronous partner and is predicted per pair
+            fitted: dict[tuple[Any, ...], float | None] = {}
+
+            def predict(law: str, p: Any) -> float | None:
+                if law == "theory":
+                    return predict_pair(law, p, train, quantity)
+                key = (law, p.optimizer, p.mode, pair_target(p))
+                if key not in fitted:
+                    fitted[key] = predict_pair(law, p, train, quantity)
+                return fitted[key]
             for i in scored:
                 p = use[i]
                 table.append({"delayed": p.delayed.name, "fold": label, "optimizer": p.optimizer,
                               "mode": p.mode, "measured": p.value(quantity),
                               "transferable": (p.optimizer, p.mode) in arms,
                               SEED_REFERENCE: siblings_mean(use, i, scored, quantity),
-                              **{law: predict_pair(law, p, train, quantity) for law in laws}})
+                              **{law: predict(law, p) for law in laws}})
             done += 1
             if progress is not None:
                 progress(done, total, f"{quantity} {kind}: {label}")
