@@ -291,15 +291,20 @@ def reference_lrs(runs: Sequence[PilotRun]) -> dict[tuple[str, int | None], floa
     return {k: min(c, key=lambda lr: (-c[lr], lr)) for k, c in counts.items()}
 
 
+def _setting(r: PilotRun) -> tuple[Any, ...]:
+    """What two synchronous runs share to lie on one compute frontier: optimizer, size, peak
+    lr, batch and sequence length (each trained with its own schedule, at its own steps)."""
+    return (r.optimizer, r.n_params, r.lr, r.batch_size, r.seq_len)
+
+
 def pair_frontier(delayed: PilotRun, sync: PilotRun, runs: Sequence[PilotRun]) -> float | None:
     """The compute-equivalent lag of ``delayed`` (see :attr:`DelayPair.frontier_lag`): closing
     losses on the fixed validation set (``final_val``, the larger evaluation), the frontier of
     ``sync`` and the pilot's plain synchronous runs with ``sync``'s optimizer, size, lr, batch,
     sequence length and seed and fewer steps; None when there is no such run."""
-    key = (sync.optimizer, sync.n_params, sync.lr, sync.batch_size, sync.seq_len, sync.seed)
     shorter = {r.steps: r.final_val for r in runs
                if r.mode == "sync" and r.plain and r.steps < sync.steps
-               and (r.optimizer, r.n_params, r.lr, r.batch_size, r.seq_len, r.seed) == key}
+               and r.seed == sync.seed and _setting(r) == _setting(sync)}
     if not shorter:
         return None
     steps = sorted(shorter) + [sync.steps]
@@ -382,12 +387,10 @@ def frontier_points(runs: Sequence[PilotRun], ref: SyncReference) -> tuple[list[
     length as the reference, at ``ref.horizon`` steps or fewer (each trained with its own
     schedule), the closing loss (:attr:`PilotRun.curve_final`) averaged over seeds per step
     count. One point (the reference's own) when the pilot has no shorter such run."""
-    r0 = ref.runs[0]
-    key = (r0.optimizer, r0.n_params, r0.lr, r0.batch_size, r0.seq_len)
+    key = _setting(ref.runs[0])
     by_steps: dict[int, list[float]] = {}
     for r in runs:
-        if (r.mode == "sync" and r.plain and r.steps <= ref.horizon
-                and (r.optimizer, r.n_params, r.lr, r.batch_size, r.seq_len) == key):
+        if r.mode == "sync" and r.plain and r.steps <= ref.horizon and _setting(r) == key:
             by_steps.setdefault(r.steps, []).append(r.curve_final)
     steps = sorted(by_steps)
     return [float(s) for s in steps], [float(np.mean(by_steps[s])) for s in steps]
