@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from llm_validation.records.atomic_io import write_json
 from llm_validation.claims.plan.plan import run_name
@@ -52,13 +52,18 @@ from llm_validation.sweep.runner import run_sweep
 from llm_validation.validation.runs import is_complete
 
 __all__ = ["TrainingIncomplete", "LR_FILE", "LR_FIGURE", "PREDICTIONS_FILE", "LEDGER_FILE",
-           "QUANTITIES", "LAW_ARMS", "run_phase", "status", "read_lrs", "write_predictions", "assemble"]
+           "QUANTITIES", "LAW_ARMS", "PREDICTION_RTOL", "run_phase", "status", "read_lrs",
+           "write_predictions", "held_out_predictions", "check_predictions", "assemble"]
 
 LR_FILE = "lr_choice.json"
 #: The lr profiles' figure (under ``figures/``), drawn when the lr phase finishes.
 LR_FIGURE = "lr_profiles.png"
 PREDICTIONS_FILE = "predictions.json"
 LEDGER_FILE = "ledger.json"
+#: Relative difference within which a refitted law's estimate reproduces the committed one.
+#: The same code on the same runs gives the same float (JSON keeps all 17 digits); the
+#: tolerance only absorbs a linear-algebra library that orders its sums differently.
+PREDICTION_RTOL = 1e-9
 #: The costs a law is fitted to: the compute-equivalent lag and the gap share.
 QUANTITIES = ("lag", "gap_share")
 #: The arms whose cost the laws describe.
@@ -188,7 +193,17 @@ def write_predictions(out: str | Path, *, allow_missing: bool = False) -> dict[s
             "--allow-missing to record them as missing")
     held = [c for c in design.cells() if c.held_out]
     doc: dict[str, Any] = {"held_out": [c.name for c in held], "train_missing": missing,
-                           "laws": {}}
+                           "laws": held_out_predictions(train, held)}
+    write_json(out / PREDICTIONS_FILE, doc)
+    return doc
+
+
+def held_out_predictions(train: Mapping[str, CellCosts], held: Sequence[design.Cell]
+                         ) -> dict[str, Any]:
+    """Every candidate law fitted on the ``train`` cells (per arm and quantity) and its
+    prediction (estimate and interval) for every ``held`` cell, keyed ``arm:quantity:law``;
+    a law that cannot be fitted records the reason (``error``)."""
+    laws: dict[str, Any] = {}
     for arm in LAW_ARMS:
         for q in QUANTITIES:
             cells = observed(train, arm, q)
@@ -197,16 +212,44 @@ def write_predictions(out: str | Path, *, allow_missing: bool = False) -> dict[s
                 try:
                     fit = fit_law(law, cells)
                 except ValueError as e:
-                    doc["laws"][key] = {"law": _law_doc(law), "error": str(e)}
+                    laws[key] = {"law": _law_doc(law), "error": str(e)}
                     continue
                 preds = {}
                 for c in held:
                     iv = fit.predict(Observed(name=c.name, n_params=c.n_params, steps=c.steps,
                                               lr_rel=c.lr_multiple, values={}))
                     preds[c.name] = {"estimate": iv.estimate, "lo": iv.lo, "hi": iv.hi}
-                doc["laws"][key] = {"law": _law_doc(law), "predictions": preds}
-    write_json(out / PREDICTIONS_FILE, doc)
-    return doc
+                laws[key] = {"law": _law_doc(law), "predictions": preds}
+    return laws
+
+
+def check_predictions(committed: Mapping[str, Any] | None, refit: Mapping[str, Any]
+                      ) -> dict[str, Any]:
+    """Whether the laws refitted on the training runs at assembly reproduce the committed
+    ``predictions.json`` (``committed``; None when the folder has none): every estimate within
+    :data:`PREDICTION_RTOL`. A difference means the training runs changed after the
+    predictions were committed, so the held-out scores are the refit's, not the protocol's."""
+    if committed is None:
+        return {"committed": False, "compared": 0, "differ": [], "max_rel_diff": math.nan,
+                "train_missing": 0}
+    differ, worst, n = [], 0.0, 0
+    for key, entry in refit.items():
+        old = committed["laws"].get(key, {}).get("predictions")
+        new = entry.get("predictions")
+        if old is None or new is None:
+            if (old is None) != (new is None):
+                differ.append(key)
+            continue
+        for cell, p in new.items():
+            n += 1
+            q = old.get(cell, {}).get("estimate")
+            rel = (math.inf if q is None else
+                   abs(p["estimate"] - q) / max(abs(q), abs(p["estimate"]), 1e-300))
+            worst = max(worst, rel)
+            if rel > PREDICTION_RTOL and key not in differ:
+                differ.append(key)
+    return {"committed": True, "compared": n, "differ": differ, "max_rel_diff": worst,
+            "train_missing": len(committed.get("train_missing", []))}
 
 
 def assemble(out: str | Path) -> dict[str, Any]:
@@ -246,6 +289,11 @@ def assemble(out: str | Path) -> dict[str, Any]:
            "laws": laws,
            "missing": {n: list(c.missing) for n, c in costs.items() if c.missing},
            "paper": paper_predictions(costs, laws)}
+    held_cells = [c for c in design.cells() if c.held_out]
+    doc["predictions_check"] = check_predictions(
+        read_json(out / PREDICTIONS_FILE) if (out / PREDICTIONS_FILE).exists() else None,
+        held_out_predictions({n: c for n, c in costs.items() if not cells[n].held_out},
+                             held_cells))
     write_json(out / LEDGER_FILE, doc)
     figures = {"lag vs steps": plot_lag_vs_steps(costs, out / "figures" / "lag_vs_steps.png"),
                "lag vs N": plot_lag_vs_size(costs, out / "figures" / "lag_vs_size.png")}

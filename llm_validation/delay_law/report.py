@@ -18,6 +18,9 @@ __all__ = ["exponent_at_fixed_steps", "plot_lag_vs_steps", "plot_lag_vs_size",
            "plot_lr_profiles", "render"]
 
 _ARMS = (("adamw/2bw", "AdamW 2BW"), ("muon/2bw", "Muon 2BW"))
+#: Major ticks per decade on the log axes: a lag spans less than a decade, so 1-2-5 alone
+#: would label only one or two values.
+_LOG_TICKS = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
 
 
 def exponent_at_fixed_steps(values: Mapping[int, float]) -> dict[str, float]:
@@ -38,7 +41,7 @@ def _axes(title_left: str, title_right: str):
         ax.grid(True, which="both", alpha=0.3)
         for axis, fmt in ((ax.xaxis, lambda v, _: f"{v:,.0f}"),
                           (ax.yaxis, lambda v, _: f"{v:.0%}" if v >= 0.01 else f"{v:.1%}")):
-            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_locator(LogLocator(base=10, subs=_LOG_TICKS))
             axis.set_major_formatter(FuncFormatter(fmt))
             axis.set_minor_formatter(NullFormatter())
     axes[0].set_ylabel("compute-equivalent lag (% of the run)")
@@ -63,6 +66,9 @@ def plot_lag_vs_steps(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
             ax.scatter([c.cell.steps], [float(np.exp(np.mean(np.log(v))))], s=60,
                        facecolors="none" if c.cell.held_out else col, edgecolors=col)
         ax.set_xlabel("optimizer steps (batch = 20 N / steps)")
+        ticks = sorted({c.cell.steps for c in costs.values()})
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks], rotation=45)
+        ax.minorticks_off()
     handles = [plt.Line2D([], [], marker="o", ls="", color=col, label=s)
                for s, col in colours.items()]
     handles.append(plt.Line2D([], [], marker="o", ls="", mfc="none", color="k",
@@ -86,7 +92,8 @@ def plot_lag_vs_size(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
                    if s in c.lag_fraction(arm) and c.lag_fraction(arm)[s] > 0]
             if pts:
                 ax.plot(*zip(*pts), marker="o", ms=4, lw=1, alpha=0.7, label=f"seed {s}")
-        ax.set_xlabel("parameters N (all counted)")
+        ax.set_xlabel(f"parameters N (all counted)\nthe batch, 20 N / {design.SHARED_STEPS} "
+                      "tokens, grows with N")
     axes[1].legend(fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path, dpi=120)
@@ -153,13 +160,17 @@ def render(doc: Mapping[str, Any], figures: Mapping[str, str]) -> str:
         lines += ["", "## N's exponent at the shared step count", ""]
         for arm, e in doc["exponents"].items():
             lines.append(f"- {arm}: {e['estimate']:+.3f} [{e['lo']:+.3f}, {e['hi']:+.3f}] "
-                         f"(95% t over {e['n']} seeds)")
+                         f"(95% t over {e['n']} seeds)" if e["n"] >= 2 else
+                         f"- {arm}: not measured ({e['n']} seeds have a value at every size of "
+                         "the shared step count; the interval needs 2)")
     lines += ["", "## Laws, scored on the held-out cells", ""]
+    if "predictions_check" in doc:
+        lines += [_predictions_line(doc["predictions_check"]), ""]
     for key, entry in doc["laws"].items():
         lines += [f"### {key} (chosen: {entry['chosen']})", "",
                   "| law | hits within x2 | mean log error |", "|---|---|---|"]
         for s in entry["scores"]:
-            lines.append(f"| {s['law']} | {s['hits']} | {_fmt(s['mean_log_error'])} |")
+            lines.append(f"| {s['law']} | {s['hits']} | {_score_error(s)} |")
         lines.append("")
     paper = doc.get("paper", {})
     lines += ["## The paper's setting (an extrapolation)", ""]
@@ -176,6 +187,49 @@ def render(doc: Mapping[str, Any], figures: Mapping[str, str]) -> str:
         lines.append(f"- EF: {paper['ef']}.")
     lines += ["", "## Figures", ""] + [f"![{k}]({v})" for k, v in figures.items()]
     if doc.get("missing"):
-        lines += ["", "## Runs left out", ""] + [f"- {c}: {', '.join(m)}"
-                                                for c, m in doc["missing"].items()]
+        lines += ["", "## Runs left out", "", "Per cell, the runs without a usable closing "
+                  "loss, by reason (every run's name is in ledger.json):", ""]
+        lines += [f"- {c}: {_missing_line(m)}" for c, m in doc["missing"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _score_error(score: Mapping[str, Any]) -> str:
+    """A law's mean held-out log error, or why it has none (a held-out cell without a value
+    or without a prediction)."""
+    err = score["mean_log_error"]
+    if isinstance(err, float) and np.isfinite(err):
+        return _fmt(err)
+    errors = score.get("errors", {})
+    if not errors:
+        return "not scored: no held-out cell has a value yet"
+    scored = sum(1 for e in errors.values() if isinstance(e, float) and np.isfinite(e))
+    return f"not scored ({scored} of {len(errors)} held-out cells have a value and a prediction)"
+
+
+def _predictions_line(check: Mapping[str, Any]) -> str:
+    """Whether the held-out scores are the committed predictions'
+    (:func:`~llm_validation.delay_law.ledger.check_predictions`)."""
+    if not check["committed"]:
+        return ("No committed predictions.json: the laws are fitted at assembly, so these "
+                "held-out scores are exploratory.")
+    missing = (f" They were written with {check['train_missing']} training runs missing."
+               if check["train_missing"] else "")
+    if check["differ"]:
+        return (f"The laws refitted on the training runs differ from the committed "
+                f"predictions.json for {len(check['differ'])} law(s) "
+                f"({', '.join(check['differ'][:4])}{', ...' if len(check['differ']) > 4 else ''}): "
+                "the training runs changed after the predictions were committed, so these "
+                f"scores are the refit's, not the protocol's.{missing}")
+    return (f"The laws refitted on the training runs reproduce all {check['compared']} "
+            f"committed predictions (largest relative difference {check['max_rel_diff']:.1g}): "
+            f"these are the protocol's predictions, scored.{missing}")
+
+
+def _missing_line(runs: list[str]) -> str:
+    """``name: reason`` entries grouped by reason: the count, and the names when few."""
+    by: dict[str, list[str]] = {}
+    for r in runs:
+        name, _, why = r.partition(": ")
+        by.setdefault(why or "no reason recorded", []).append(name)
+    return "; ".join(f"{len(names)} {why}" + (f" ({', '.join(names)})" if len(names) <= 3 else "")
+                     for why, names in by.items())

@@ -81,6 +81,8 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
     doc = ledger.assemble(tmp_path)
     assert json.loads((tmp_path / ledger.LEDGER_FILE).read_text())["laws"]
     assert doc["missing"] == {}
+    check = doc["predictions_check"]        # the committed predictions are the ones scored
+    assert check["committed"] and check["differ"] == [] and check["compared"] > 0
     assert doc["laws"]["adamw/2bw:lag"]["chosen"] == "steps"
     st = doc["statements"]
     assert st["P1"]["status"] == "pass" and st["P2a"]["status"] == "pass"
@@ -90,6 +92,7 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
         abs(doc["exponents"]["adamw"]["estimate"]) < 1e-9
     md = (tmp_path / "ledger.md").read_text()
     assert "| P1 | paper | **pass**" in md and "lag_vs_steps.png" in md
+    assert "reproduce all" in md
     assert (tmp_path / "figures" / "lag_vs_size.png").stat().st_size > 10_000
     paper = doc["paper"]["adamw/2bw"]["models"]["SmolLM-135M"]
     assert paper["predictions"]["deepseek"]["steps"] == pytest.approx(9257, rel=0.01)
