@@ -42,8 +42,9 @@ from llm_validation.delay_law.laws import (Law, Observed, candidate_laws, choose
                                            held_out_scores)
 from llm_validation.delay_law.measure import CellCosts, cell_costs, observed, read_final
 from llm_validation.delay_law.paper import paper_predictions
-from llm_validation.delay_law.report import (exponent_at_fixed_steps, plot_lag_vs_size,
-                                             plot_lag_vs_steps, plot_lr_profiles, render)
+from llm_validation.delay_law.report import (exponent_at_fixed_steps, plot_lag_vs_lr,
+                                             plot_lag_vs_size, plot_lag_vs_steps,
+                                             plot_lr_profiles, render)
 from llm_validation.delay_law.runs import LR_CENTRES, PHASES, choose_lr, lr_runs, phase_runs
 from llm_validation.delay_law.verdicts import decide, statement_values, statements
 from llm_validation.records.atomic_io import read_json
@@ -296,7 +297,9 @@ def assemble(out: str | Path) -> dict[str, Any]:
                              held_cells))
     write_json(out / LEDGER_FILE, doc)
     figures = {"lag vs steps": plot_lag_vs_steps(costs, out / "figures" / "lag_vs_steps.png"),
-               "lag vs N": plot_lag_vs_size(costs, out / "figures" / "lag_vs_size.png")}
+               "lag vs N": plot_lag_vs_size(costs, out / "figures" / "lag_vs_size.png"),
+               "lag vs lr": plot_lag_vs_lr(costs, out / "figures" / "lag_vs_lr.png")}
+    figures = {k: v for k, v in figures.items() if v is not None}
     (out / "ledger.md").write_text(render(doc, {k: str(v.relative_to(out))
                                                 for k, v in figures.items()}))
     return doc

@@ -1,6 +1,6 @@
-"""The delay-law ledger for a reader: ``ledger.md`` and the two figures (the lag against the
-step count with one colour per size; the lag against the model size at the shared step count,
-every seed visible)."""
+"""The delay-law ledger for a reader: ``ledger.md`` and its figures (the lag against the
+step count with one colour per size; the lag against the model size at the shared step count
+and against the lr at the lr cells' size, every seed visible)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from llm_validation.records.figure_file import save_figure
 from llm_validation.validation.inference import t_interval
 
 __all__ = ["exponent_at_fixed_steps", "plot_lag_vs_steps", "plot_lag_vs_size",
-           "plot_lr_profiles", "render"]
+           "plot_lag_vs_lr", "plot_lr_profiles", "render"]
 
 _ARMS = (("adamw/2bw", "AdamW 2BW"), ("muon/2bw", "Muon 2BW"))
 #: Major ticks per decade on the log axes: a lag spans less than a decade, so 1-2-5 alone
@@ -94,6 +94,37 @@ def plot_lag_vs_size(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
                 ax.plot(*zip(*pts), marker="o", ms=4, lw=1, alpha=0.7, label=f"seed {s}")
         ax.set_xlabel(f"parameters N (all counted)\nthe batch, 20 N / {design.SHARED_STEPS} "
                       "tokens, grows with N")
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=120)
+
+
+def plot_lag_vs_lr(costs: Mapping[str, CellCosts], path: str | Path) -> Path | None:
+    """The lag of each 2BW arm against the peak lr as a multiple of the size's tuned lr, at the
+    size and step count of the design's ``lr`` cells (the tuned lr is that size's shared
+    cell), one line per seed; None when the ledger has no ``lr`` cell."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    lr_cells = [c for c in costs.values() if c.cell.role == "lr"]
+    if not lr_cells:
+        return None
+    size, steps = lr_cells[0].cell.size, lr_cells[0].cell.steps
+    row = sorted((c for c in costs.values() if c.cell.size == size and c.cell.steps == steps
+                  and (c.cell.role == "lr" or c.cell.lr_multiple == 1.0)),
+                 key=lambda c: c.cell.lr_multiple)
+    fig, axes = _axes(*(f"{label}: lag vs lr ({size}, {steps} steps)" for _, label in _ARMS))
+    multiples = [c.cell.lr_multiple for c in row]
+    for ax, (arm, _) in zip(axes, _ARMS):
+        seeds = sorted({s for c in row for s in c.lag_fraction(arm)})
+        for s in seeds:
+            pts = [(c.cell.lr_multiple, c.lag_fraction(arm)[s]) for c in row
+                   if s in c.lag_fraction(arm) and c.lag_fraction(arm)[s] > 0]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", ms=4, lw=1, alpha=0.7, label=f"seed {s}")
+        ax.xaxis.set_major_locator(FixedLocator(multiples))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("peak lr / the size's tuned lr (batch and steps fixed)")
     axes[1].legend(fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path, dpi=120)

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from llm_validation.delay_law import design, ledger, runs
 from tests.llm_validation.delay_law.fake_runs import frontier_loss, write_run
 
+#: Where the end-to-end test leaves the fake ledger's figures for a look.
+FIGURE_COPY = Path(tempfile.gettempdir()) / "delay_law_e2e"
 #: The fake cost law: the lag falls as steps^-0.5 and does not depend on N.
 BASE = {"adamw/2bw": 0.6, "adamw/2bw+ef": 0.25, "muon/2bw": 0.15, "muon/2bw+ef": 0.05}
 
@@ -93,6 +98,9 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
     md = (tmp_path / "ledger.md").read_text()
     assert "| P1 | paper | **pass**" in md and "lag_vs_steps.png" in md
     assert "reproduce all" in md
-    assert (tmp_path / "figures" / "lag_vs_size.png").stat().st_size > 10_000
+    for fig in ("lag_vs_size.png", "lag_vs_lr.png"):
+        assert (tmp_path / "figures" / fig).stat().st_size > 10_000
+        assert f"figures/{fig}" in md
+    shutil.copytree(tmp_path / "figures", FIGURE_COPY, dirs_exist_ok=True)
     paper = doc["paper"]["adamw/2bw"]["models"]["SmolLM-135M"]
     assert paper["predictions"]["deepseek"]["steps"] == pytest.approx(9257, rel=0.01)
