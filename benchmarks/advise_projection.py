@@ -8,9 +8,10 @@ predicted 2BW lag as a share of the run, the time to the synchronous final loss 
 transfer laws not ruled out), ZB-H1's ratio and advise's recommendation. So the
 table in README.md ("Should I use 2BW?") is a command's output, not hand-copied numbers.
 
-Usage: ``python benchmarks/advise_projection.py [--ledger docs/claims_tiny ...] [--optimizer muon]
-[--stages 8,16,32] [--tokens 1e9,1e10] [--json]`` (markdown table by default; ``--ledger`` is
-repeatable: one ledger per model size, their runs pooled, as ``advise --ledger``).
+Usage: ``python benchmarks/advise_projection.py [--ledger docs/claims_tiny ...] [--pilot DIR]
+[--optimizer muon] [--stages 8,16,32] [--tokens 1e9,1e10] [--json]`` (markdown table by
+default; ``--ledger`` is repeatable: one ledger per model size, their runs pooled, as
+``advise --ledger``; ``--pilot`` a folder of run directories, as ``advise --pilot``).
 """
 
 from __future__ import annotations
@@ -87,24 +88,28 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ledger", action="append",
                     help="ledger folder (claims.json); repeatable (default docs/claims_tiny)")
+    ap.add_argument("--pilot", help="folder of run directories (as advise --pilot), e.g. "
+                    "docs/delay_law/ledger/runs; pooled with any --ledger")
     ap.add_argument("--optimizer", default="muon")
     ap.add_argument("--stages", type=_ints, default=[8, 16, 32], help="P values, e.g. 8,16,32")
     ap.add_argument("--tokens", type=_floats, default=[1e9, 1e10], help="e.g. 1e9,1e10")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = ap.parse_args(argv)
-    ledgers = args.ledger or [str(DEFAULT_LEDGER)]
-    out = rows(ledgers, args.optimizer, args.stages, args.tokens)
+    ledgers = args.ledger or ([] if args.pilot else [str(DEFAULT_LEDGER)])
+    out = rows(ledgers, args.optimizer, args.stages, args.tokens, pilot=args.pilot)
     if args.json:
         print(json.dumps({"ledger": ledgers[0] if len(ledgers) == 1 else ledgers,
-                          "optimizer": args.optimizer, "model": MODEL, "rows": out}, indent=1))
+                          "pilot": args.pilot, "optimizer": args.optimizer, "model": MODEL,
+                          "rows": out}, indent=1))
     else:
         print("\n".join(markdown(out)))
     return 0
 
 
 def rows(ledgers: list[str], optimizer: str, stages: list[int],
-         tokens_list: list[float]) -> list[dict[str, Any]]:
-    """One :func:`row` per (P, tokens): ``advise`` on the pooled ``ledgers``."""
+         tokens_list: list[float], pilot: str | None = None) -> list[dict[str, Any]]:
+    """One :func:`row` per (P, tokens): ``advise`` on the pooled ``ledgers`` and ``pilot``
+    (a folder of run directories)."""
     from delaybound.cli import build_parser
     from delaybound.cmd_advise import compute
     t0 = time.perf_counter()
@@ -114,7 +119,8 @@ def rows(ledgers: list[str], optimizer: str, stages: list[int],
             ns = build_parser().parse_args(
                 ["advise", "--optimizer", optimizer, "--stages", str(p), "--microbatches",
                  str(MICRO_PER_STAGE * p), "--model", MODEL, "--tokens", repr(tokens),
-                 *[x for led in ledgers for x in ("--ledger", led)], "--quiet",
+                 *[x for led in ledgers for x in ("--ledger", led)],
+                 *(["--pilot", pilot] if pilot else []), "--quiet",
                  "--rank-schedules"])     # the model fits one device: ranked on request
             out.append(row(compute(ns)))
             print(f"[advise_projection] P={p} tokens={tokens:.0e} done "

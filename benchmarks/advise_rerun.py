@@ -6,7 +6,10 @@ For the 20:1 size ladder (docs/size_ladder.md), once its ledgers are assembled::
     python benchmarks/advise_rerun.py --ledger R/n46k --ledger R/n113k --ledger R/n267k
 
 (``--ledger`` repeatable: every ledger's per-run table is pooled, one model size each; default
-``docs/claims_tiny``, one size). Prints markdown (``--json`` for the numbers): per hold-out
+``docs/claims_tiny``, one size). For the delay-law ledger, a folder of run directories::
+
+    python benchmarks/advise_rerun.py --pilot docs/delay_law/ledger/runs
+ Prints markdown (``--json`` for the numbers): per hold-out
 (largest size, longest horizon) and law the factor-2 hits and the mean absolute log error, the
 law advise uses with its reason and the laws ruled out, whether the chosen law meets the goal
 (>= 80% of the held-out largest-size pairs within a factor 2), the held-out cells' scores
@@ -110,21 +113,25 @@ def main(argv: list[str] | None = None) -> int:
     from llm_validation.advice.transfer_choice import transfer_summary
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ledger", action="append", help="ledger folder (repeatable)")
+    ap.add_argument("--pilot", help="folder of run directories (as advise --pilot), e.g. "
+                    "docs/delay_law/ledger/runs; pooled with any --ledger")
     ap.add_argument("--optimizer", default="muon", help="the projection's optimizer")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    ledgers = args.ledger or [str(DEFAULT_LEDGER)]
+    ledgers = args.ledger or ([] if args.pilot else [str(DEFAULT_LEDGER)])
     try:
         runs = [r for led in ledgers for r in load_pilot(ledger=led)]
+        if args.pilot:
+            runs += load_pilot(pilot=args.pilot)
     except (ValueError, FileNotFoundError) as exc:
         print(f"advise_rerun: error: {exc}", file=sys.stderr)
         return 2
     ps = pairs(runs)
     t = transfer_summary(ps)
     cells = cell_summary(ps)
-    table = rows(ledgers, args.optimizer, [8, 16, 32], [1e9, 1e10])
+    table = rows(ledgers, args.optimizer, [8, 16, 32], [1e9, 1e10], pilot=args.pilot)
     if args.json:
-        print(json.dumps({"ledgers": ledgers, "transfer": t, "cells": cells,
+        print(json.dumps({"ledgers": ledgers, "pilot": args.pilot, "transfer": t, "cells": cells,
                           "projection": table}, indent=1, default=str))
     else:
         print("\n".join(scores_markdown(t) + [""] + cells_markdown(cells) + [""]

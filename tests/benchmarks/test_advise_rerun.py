@@ -37,3 +37,10 @@ def test_cells_table_choice_and_goal():
     assert "- size: 100% of 16 transferable pairs within x2, seed reference 100%, goal 90%: met" in md
     one = [p for p in pairs(_design(lr_cells=False)) if p.horizon == 1000]
     assert "do not decide" in "\n".join(advise_rerun.cells_markdown(cell_summary(one)))
+
+
+def test_rerun_refuses_a_missing_pilot_folder(tmp_path, capsys):
+    """``--pilot`` reads a folder of run directories; a wrong path is one line and exit 2."""
+    assert advise_rerun.main(["--pilot", str(tmp_path / "no-such-runs")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--pilot: no such folder" in err[0]
