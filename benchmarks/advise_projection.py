@@ -65,6 +65,12 @@ def _tokens_text(t: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
+def _ratio_text(x: float) -> str:
+    """A time ratio; ``never`` where a law puts the lag at the whole run or more (2BW does not
+    reach the synchronous final loss on that law)."""
+    return "never" if x == float("inf") else f"{x:.2f}"
+
+
 def markdown(rows: list[dict[str, Any]]) -> list[str]:
     def iv(d: dict[str, Any], pct: bool = False) -> str:
         f = (lambda x: f"{x:.0%}") if pct else (lambda x: f"{x:.2f}")
@@ -78,7 +84,8 @@ def markdown(rows: list[dict[str, Any]]) -> list[str]:
         out.append(f"| {r['stages']} | {r['microbatches']} | {_tokens_text(r['tokens'])} | "
                    f"{r['steps']:,.0f} | x{r['speedup_2bw']:.3f} | +{r['extra_gib_2bw']:.2f} | "
                    f"{iv(r['lag_2bw'], True)} | {iv(r['time_2bw'])} | "
-                   f"{r['model_range_2bw']['lo']:.2f}-{r['model_range_2bw']['hi']:.2f} | "
+                   f"{_ratio_text(r['model_range_2bw']['lo'])}-"
+                   f"{_ratio_text(r['model_range_2bw']['hi'])} | "
                    f"{iv(r['time_2bw_ef'])} | {r['time_zb_h1']:.2f} | {r['recommended']}"
                    f"{' (extrapolation)' if r['extrapolation'] else ''} |")
     return out

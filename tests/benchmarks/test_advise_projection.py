@@ -19,3 +19,8 @@ def test_one_row_from_the_committed_ledger(capsys):
     assert advise_projection.main(["--stages", "8", "--tokens", "1e9"]) == 0
     table = capsys.readouterr().out.strip().splitlines()
     assert len(table) == 3 and table[2].startswith("| 8 | 32 | 1e9 | 15,259 |")
+
+
+def test_a_law_that_never_reaches_the_target_prints_never():
+    assert advise_projection._ratio_text(float("inf")) == "never"
+    assert advise_projection._ratio_text(0.954) == "0.95"
