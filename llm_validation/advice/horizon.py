@@ -11,7 +11,8 @@ Algorithm
     (``g = a + b log T``) and the result says so; that line is read at ``T*`` only inside the
     pilot's horizons and at the nearest end of them beyond (a line in ``g`` extrapolated
     crosses zero: a delayed run predicted "ahead" of its synchronous twin by as much as the
-    line likes). With a single horizon the trend is not
+    line likes). With a single horizon (or horizons spanning less than
+    :data:`MIN_TREND_SPREAD`, which no design varies on purpose) the trend is not
     identified: ``b = 0`` (g assumed constant in the horizon) and the interval is the t prediction
     interval of one more pair on the same scale: ``exp(m +- t_{n-1} s sqrt(1 + 1/n))`` with
     ``m, s`` the mean and spread of ``log g`` (the estimate the geometric mean; both ends
@@ -47,11 +48,17 @@ import numpy as np
 
 from llm_validation.validation.student import t_quantile
 
-__all__ = ["LEVEL", "TREND", "ADDITIVE", "GapPrediction", "ols_predict", "fit_horizon",
-           "predict_empirical"]
+__all__ = ["LEVEL", "MIN_TREND_SPREAD", "TREND", "ADDITIVE", "GapPrediction", "ols_predict",
+           "fit_horizon", "predict_empirical"]
 
 #: Level of every interval advise prints (the validation's 95%).
 LEVEL = 0.95
+#: The least factor a clock (horizon, tokens per parameter) must span across the pilot to carry
+#: a trend. A span below it was not varied by design: rounding each batch to whole sequences
+#: moves tokens per parameter by up to 7% on the delay-law design (19.2 to 20.5 at 20:1), and a
+#: slope fitted on that is the seeds' scatter divided by the span, which read 10x outside it
+#: predicted gap shares of 1e12. Such pilots are read as one horizon.
+MIN_TREND_SPREAD = 1.25
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,11 +125,14 @@ def fit_horizon(horizons: Sequence[float], fractions: Sequence[float], target: f
     distinct = np.unique(T)
     positive = bool(np.all(g > 0))
     scale = "log" if positive else "g"
-    if distinct.size < 2:
+    if distinct.size < 2 or distinct[-1] / distinct[0] < MIN_TREND_SPREAD:
         # no trend: the prediction interval of one more pair, on the log scale when every
         # fraction is positive (a log-normal median and interval: never below zero)
         y = np.log(g) if positive else g
-        trend = (f"none (one horizon): {'log g' if positive else 'g'} constant"
+        why = ("one horizon" if distinct.size < 2 else
+               f"one horizon: they span only {distinct[-1] / distinct[0]:.3g}x, "
+               f"under {MIN_TREND_SPREAD:g}x")
+        trend = (f"none ({why}): {'log g' if positive else 'g'} constant"
                  + ("" if positive else " (a pilot pair has g <= 0: no logarithm)"))
         est, lo, hi, _ = ols_predict(np.ones((n, 1)), y, np.ones(1), level)
         if positive:

@@ -23,8 +23,9 @@ Algorithm
       ``size_steps_lr``; the power law in ``T`` alone is ``steps``) and the link ``log`` (a
       power law) or ``logit`` (its saturating twin, ``/saturating``). The step count ``T``
       (tokens over the batch's tokens), the peak lr relative to the tuned ``lr_0`` and the size
-      are explicit inputs; a regressor that does not vary in the pilot is dropped when the
-      target sits at the pilot's one value, and the form is not identified when it does not. A
+      are explicit inputs; a regressor that does not vary in the pilot (spans less than
+      :data:`~llm_validation.advice.horizon.MIN_TREND_SPREAD`) is dropped when the target
+      lies within its span, and the form is not identified when it does not. A
       form reads only what the user states (``--batch-tokens``, ``--lr``, the size) and refuses
       a target without them (:class:`MissingInput`, naming the flag). The delay-law ledger's
       chosen form is among them by construction.
@@ -37,8 +38,11 @@ Algorithm
     The fitted laws are ordinary least squares with the t prediction interval of one more pair
     on the link scale (``exp(l* +- t_{n-p} s sqrt(1 + x*' (X'X)^-1 x*))`` for the log link);
     a law whose
-    regressors do not vary in the pilot (one size, one horizon) is *not identified* and raises
-    :class:`NotIdentified` with the reason.
+    regressors do not vary in the pilot (one size, one horizon, or a clock spanning less than
+    :data:`~llm_validation.advice.horizon.MIN_TREND_SPREAD`, as tokens per parameter does on a
+    pilot trained at one tokens-per-parameter ratio) is *not identified* and raises
+    :class:`NotIdentified` with the reason (``steps`` and ``tokens_per_param`` instead carry
+    the one horizon's cost unchanged, :func:`~llm_validation.advice.horizon.fit_horizon`).
 
 Assumptions
     Each law's own: the cost is a power of its clock beyond the pilot's range (none of them can
@@ -66,7 +70,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from llm_validation.advice.delay_term import calibrate, predict_theory
-from llm_validation.advice.horizon import LEVEL, GapPrediction, fit_horizon, ols_predict
+from llm_validation.advice.horizon import (LEVEL, MIN_TREND_SPREAD, GapPrediction, fit_horizon,
+                                          ols_predict)
 from llm_validation.advice.pilot import QUANTITIES
 from llm_validation.delay_law.laws import Law, candidate_laws
 
@@ -254,6 +259,10 @@ def law_joint(pairs: Sequence[Any], target: Target, level: float = LEVEL,
     if np.unique(N).size < 2:
         raise NotIdentified("joint: one model size in the pilot (the size exponent is not "
                             "identified)")
+    if r.max() / r.min() < MIN_TREND_SPREAD:
+        raise NotIdentified(f"joint: tokens per parameter spans only {r.max() / r.min():.3g}x "
+                            f"in the pilot ({r.min():.4g} to {r.max():.4g}, under "
+                            f"{MIN_TREND_SPREAD:g}x): its exponent is not identified")
     X = np.column_stack([np.ones(N.size), np.log(N), np.log(r)])
     if np.linalg.matrix_rank(X) < 3:
         raise NotIdentified("joint: size and tokens per parameter move together in the pilot "
@@ -307,11 +316,14 @@ def _form_columns(name: str, law: Law, pairs: Sequence[Any], target: Target
         label, what, _ = _COLUMNS[f]
         x = np.log([_pair_column(p, f, target) for p in pairs])
         xs = math.log(at[f])
-        if np.ptp(x) > SAME_VALUE_RTOL:
+        if np.ptp(x) >= math.log(MIN_TREND_SPREAD):
             kept.append((label, x, xs))
-        elif abs(xs - x[0]) > SAME_VALUE_RTOL:
-            raise NotIdentified(f"{name}: {what} has one value in the pilot "
-                                f"({math.exp(x[0]):.4g}) and another at the target "
+        elif not x.min() - SAME_VALUE_RTOL <= xs <= x.max() + SAME_VALUE_RTOL:
+            held = (f"one value in the pilot ({math.exp(x[0]):.4g})" if np.ptp(x) <= SAME_VALUE_RTOL
+                    else f"values spanning only {math.exp(np.ptp(x)):.3g}x in the pilot "
+                    f"({math.exp(x.min()):.4g} to {math.exp(x.max()):.4g}, under "
+                    f"{MIN_TREND_SPREAD:g}x)")
+            raise NotIdentified(f"{name}: {what} has {held} and another at the target "
                                 f"({at[f]:.4g}): its exponent is not identified")
     return kept
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from llm_validation.advice.horizon import MIN_TREND_SPREAD
 from llm_validation.advice.pilot import pairs
 from llm_validation.advice.transfer import (ALL_LAWS, MissingInput, NotIdentified, Target,
                                             law_size_steps_lr, predict_law)
@@ -87,3 +88,35 @@ def test_dispatch_and_held_out_score():
     assert predict_law("size_steps_lr", ps, _target(4000, 2.0)).method == "size_steps_lr"
     s = score_laws(ps, laws=ALL_LAWS)["largest_size"]["size_steps_lr"]
     assert s["hits"] == s["pairs"] == 6 and s["mean_abs_log_error"] < 1e-6
+
+
+def test_a_regressor_spanning_less_than_the_trend_spread_carries_no_exponent():
+    """lr ratios 1.0 and 1.1 (a 1.1x span, under MIN_TREND_SPREAD): the column drops for a
+    target inside the span and the form is not identified outside it, as with one value."""
+    ps = _pilot(ratios=(1.0, 1.1))
+    p = law_size_steps_lr(ps, _target(4000, 1.05))
+    assert set(p.detail["exponents"]) == {"log N", "log T"}
+    with pytest.raises(NotIdentified, match=r"spanning only 1.1x in the pilot"):
+        law_size_steps_lr(ps, _target(4000, 2.0))
+    # mutation: at the spread itself the lr is a regressor again and recovers the true exponent
+    ps = _pilot(ratios=(1.0, MIN_TREND_SPREAD))
+    p = law_size_steps_lr(ps, _target(4000, 2.0))
+    assert p.detail["exponents"]["log(lr/lr_0)"] == pytest.approx(0.7, rel=1e-6)
+
+
+def test_tokens_per_parameter_from_batch_rounding_is_not_a_clock():
+    """A pilot at one tokens-per-parameter ratio whose batches round to whole sequences (D/N
+    from 19.2 to 20.5, as the delay-law design): its slope in D/N would be the seeds' noise over
+    a 7% span. tokens_per_param reads it as one horizon, joint is not identified."""
+    runs = []
+    for i, (N, T, batch) in enumerate(((46_296, 904, 16), (46_296, 579, 24),
+                                       (113_000, 904, 40), (266_816, 1083, 76))):
+        g = 0.02 * (1 + 0.3 * (-1) ** i)          # scatter with no trend in D/N
+        runs += run_pair(T=T, N=N, g=g, seed=i, batch=batch)
+    ps = pairs(runs)
+    far = Target(steps=15_259, tokens_per_step=65_536, n_params=3.6e8)   # D/N = 2.8
+    p = predict_law("tokens_per_param", ps, far)
+    assert p.detail["trend"].startswith("none (one horizon: they span only 1.07x")
+    assert min(x.value("share") for x in ps) <= p.estimate <= max(x.value("share") for x in ps)
+    with pytest.raises(NotIdentified, match="tokens per parameter spans only 1.07x"):
+        predict_law("joint", ps, far)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from llm_validation.advice.horizon import ADDITIVE, TREND, fit_horizon
+from llm_validation.advice.horizon import ADDITIVE, MIN_TREND_SPREAD, TREND, fit_horizon
 from llm_validation.advice.transfer import Target, law_steps, law_tokens_per_param
 
 #: Least squares on exact data: round-off only.
@@ -132,3 +132,15 @@ def test_the_power_law_interval_covers_a_new_pair_95_percent_of_the_time():
         fresh = 0.5 * target ** b * math.exp(sd * rng.standard_normal())
         hits += p.lo <= fresh <= p.hi
     assert abs(hits / COVERAGE_REPS - 0.95) < COVERAGE_TOL
+
+
+def test_horizons_spanning_less_than_the_trend_spread_are_one_horizon():
+    """Mutation of the spread rule: 1000 and 1100 steps (1.1x) give the one-horizon constant,
+    1000 and 1000 x MIN_TREND_SPREAD a power law that recovers the true slope."""
+    g = [0.02, 0.02 * 1.1 ** -1.0]
+    p = fit_horizon([1000, 1100], g, 10_000)
+    assert p.detail["trend"].startswith("none (one horizon: they span only 1.1x")
+    assert p.estimate == pytest.approx(math.exp(np.mean(np.log(g))), rel=1e-12)
+    T2 = 1000 * MIN_TREND_SPREAD
+    p = fit_horizon([1000, T2], [0.02, 0.02 * MIN_TREND_SPREAD ** -1.0], 10_000)
+    assert p.detail["trend"] == TREND and p.estimate == pytest.approx(0.02 / 10, rel=1e-9)
