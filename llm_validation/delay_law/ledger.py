@@ -32,6 +32,7 @@ Guarantee
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -54,7 +55,8 @@ from llm_validation.validation.runs import is_complete
 
 __all__ = ["TrainingIncomplete", "LR_FILE", "LR_FIGURE", "PREDICTIONS_FILE", "LEDGER_FILE",
            "QUANTITIES", "LAW_ARMS", "PREDICTION_RTOL", "run_phase", "status", "read_lrs",
-           "write_predictions", "held_out_predictions", "check_predictions", "assemble"]
+           "write_predictions", "held_out_predictions", "check_predictions", "runs_started_before",
+           "assemble"]
 
 LR_FILE = "lr_choice.json"
 #: The lr profiles' figure (under ``figures/``), drawn when the lr phase finishes.
@@ -194,6 +196,8 @@ def write_predictions(out: str | Path, *, allow_missing: bool = False) -> dict[s
             "--allow-missing to record them as missing")
     held = [c for c in design.cells() if c.held_out]
     doc: dict[str, Any] = {"held_out": [c.name for c in held], "train_missing": missing,
+                           "written_at": datetime.now(timezone.utc).isoformat(
+                               timespec="seconds"),
                            "laws": held_out_predictions(train, held)}
     write_json(out / PREDICTIONS_FILE, doc)
     return doc
@@ -224,6 +228,20 @@ def held_out_predictions(train: Mapping[str, CellCosts], held: Sequence[design.C
     return laws
 
 
+def runs_started_before(out: str | Path, when: str) -> list[str]:
+    """The held-out runs whose folder was created before ``when`` (ISO time, the predictions'
+    ``written_at``): their ``config.json`` is written when a run starts, and a resumed run only
+    rewrites it later, so a run named here trained before the predictions existed. Read from
+    file times, which a packed ledger keeps (``tar`` restores them)."""
+    cutoff = datetime.fromisoformat(when).timestamp()
+    early = []
+    for r in phase_runs("held-out", read_lrs(out)):
+        cfg = Path(out) / "runs" / run_name(r.cfg) / "config.json"
+        if cfg.exists() and cfg.stat().st_mtime < cutoff:
+            early.append(cfg.parent.name)
+    return early
+
+
 def check_predictions(committed: Mapping[str, Any] | None, refit: Mapping[str, Any]
                       ) -> dict[str, Any]:
     """Whether the laws refitted on the training runs at assembly reproduce the committed
@@ -232,7 +250,7 @@ def check_predictions(committed: Mapping[str, Any] | None, refit: Mapping[str, A
     predictions were committed, so the held-out scores are the refit's, not the protocol's."""
     if committed is None:
         return {"committed": False, "compared": 0, "differ": [], "max_rel_diff": math.nan,
-                "train_missing": 0}
+                "train_missing": 0, "written_at": None}
     differ, worst, n = [], 0.0, 0
     for key, entry in refit.items():
         old = committed["laws"].get(key, {}).get("predictions")
@@ -250,7 +268,8 @@ def check_predictions(committed: Mapping[str, Any] | None, refit: Mapping[str, A
             if rel > PREDICTION_RTOL and key not in differ:
                 differ.append(key)
     return {"committed": True, "compared": n, "differ": differ, "max_rel_diff": worst,
-            "train_missing": len(committed.get("train_missing", []))}
+            "train_missing": len(committed.get("train_missing", [])),
+            "written_at": committed.get("written_at")}
 
 
 def assemble(out: str | Path) -> dict[str, Any]:
@@ -295,6 +314,9 @@ def assemble(out: str | Path) -> dict[str, Any]:
         read_json(out / PREDICTIONS_FILE) if (out / PREDICTIONS_FILE).exists() else None,
         held_out_predictions({n: c for n, c in costs.items() if not cells[n].held_out},
                              held_cells))
+    written = doc["predictions_check"].get("written_at")
+    doc["predictions_check"]["started_before"] = (runs_started_before(out, written)
+                                                  if written else None)
     write_json(out / LEDGER_FILE, doc)
     figures = {"lag vs steps": plot_lag_vs_steps(costs, out / "figures" / "lag_vs_steps.png"),
                "lag vs N": plot_lag_vs_size(costs, out / "figures" / "lag_vs_size.png"),

@@ -245,6 +245,12 @@ def _predictions_line(check: Mapping[str, Any]) -> str:
                 "held-out scores are exploratory.")
     missing = (f" They were written with {check['train_missing']} training runs missing."
                if check["train_missing"] else "")
+    early = check.get("started_before")
+    if check.get("written_at"):
+        missing += (f" Written {check['written_at']}; " + (
+            "no held-out run started before that." if not early else
+            f"{len(early)} held-out run(s) started before that ({', '.join(early[:3])}"
+            f"{', ...' if len(early) > 3 else ''}): their scores are not predictions."))
     if check["differ"]:
         return (f"The laws refitted on the training runs differ from the committed "
                 f"predictions.json for {len(check['differ'])} law(s) "

@@ -88,6 +88,10 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
     assert doc["missing"] == {}
     check = doc["predictions_check"]        # the committed predictions are the ones scored
     assert check["committed"] and check["differ"] == [] and check["compared"] > 0
+    assert check["written_at"] == preds["written_at"] and check["started_before"] == []
+    # mutation: predictions dated after the held-out runs name every one of them
+    later = ledger.runs_started_before(tmp_path, "2999-01-01T00:00:00+00:00")
+    assert len(later) == len(runs.phase_runs("held-out", lrs)) > 0
     assert doc["laws"]["adamw/2bw:lag"]["chosen"] == "steps"
     st = doc["statements"]
     assert st["P1"]["status"] == "pass" and st["P2a"]["status"] == "pass"
@@ -97,7 +101,7 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
         abs(doc["exponents"]["adamw"]["estimate"]) < 1e-9
     md = (tmp_path / "ledger.md").read_text()
     assert "| P1 | paper | **pass**" in md and "lag_vs_steps.png" in md
-    assert "reproduce all" in md
+    assert "reproduce all" in md and "no held-out run started before that" in md
     for fig in ("lag_vs_size.png", "lag_vs_lr.png"):
         assert (tmp_path / "figures" / fig).stat().st_size > 10_000
         assert f"figures/{fig}" in md

@@ -20,7 +20,7 @@ def _committed(refit, missing=()):
 def test_check_predictions_reproduced_and_reported():
     check = ledger.check_predictions(_committed(_REFIT), _REFIT)
     assert check == {"committed": True, "compared": 2, "differ": [], "max_rel_diff": 0.0,
-                     "train_missing": 0}
+                     "train_missing": 0, "written_at": None}
     assert "reproduce all 2 committed predictions" in report._predictions_line(check)
 
 
