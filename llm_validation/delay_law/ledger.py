@@ -42,6 +42,7 @@ from llm_validation.delay_law import design
 from llm_validation.delay_law.laws import (Law, Observed, candidate_laws, choose, fit_law,
                                            held_out_scores)
 from llm_validation.delay_law.measure import CellCosts, cell_costs, observed, read_final
+from llm_validation.delay_law.noise_scale import cell_snr, compare_regressors
 from llm_validation.delay_law.paper import paper_predictions
 from llm_validation.delay_law.report import (exponent_at_fixed_steps, plot_lag_vs_lr,
                                              plot_lag_vs_size, plot_lag_vs_steps,
@@ -317,6 +318,9 @@ def assemble(out: str | Path) -> dict[str, Any]:
     written = doc["predictions_check"].get("written_at")
     doc["predictions_check"]["started_before"] = (runs_started_before(out, written)
                                                   if written else None)
+    snr = {n: cell_snr(c.cell, out / "runs", lrs) for n, c in costs.items()}
+    doc["noise_scale"] = {arm: compare_regressors(costs, snr, arm, held=[c.name for c in held_cells])
+                          for arm in LAW_ARMS}
     write_json(out / LEDGER_FILE, doc)
     figures = {"lag vs steps": plot_lag_vs_steps(costs, out / "figures" / "lag_vs_steps.png"),
                "lag vs N": plot_lag_vs_size(costs, out / "figures" / "lag_vs_size.png"),

@@ -216,6 +216,8 @@ def render(doc: Mapping[str, Any], figures: Mapping[str, str]) -> str:
             else f"- {entry['statement']}: {entry['reading']} ({entry.get('why', '')})")
     if paper.get("ef"):
         lines.append(f"- EF: {paper['ef']}.")
+    if doc.get("noise_scale"):
+        lines += [""] + _noise_lines(doc["noise_scale"])
     lines += ["", "## Figures", ""] + [f"![{k}]({v})" for k, v in figures.items()]
     if doc.get("missing"):
         lines += ["", "## Runs left out", "", "Per cell, the runs without a usable closing "
@@ -270,3 +272,26 @@ def _missing_line(runs: list[str]) -> str:
         by.setdefault(why or "no reason recorded", []).append(name)
     return "; ".join(f"{len(names)} {why}" + (f" ({', '.join(names)})" if len(names) <= 3 else "")
                      for why, names in by.items())
+
+
+def _noise_lines(noise: Mapping[str, Any]) -> list[str]:
+    """The exploratory comparison of :mod:`~llm_validation.delay_law.noise_scale`."""
+    lines = ["## Exploratory: the batch over its noise scale (not in the protocol)", "",
+             "`log lag` fitted on the training cells' (cell, seed) points against `log rho` "
+             "(`rho = B / B_simple`, from each seed's synchronous run), against `log N + log S` "
+             "(the design's) and against `log B` alone (tokens per step). `rho` is read from a "
+             "cell's own synchronous run, so it explains a cell's lag rather than predicting it "
+             "from elsewhere. Chosen after seeing runs: a hypothesis, not a verdict.", "",
+             "| arm | regressors | coefficients | R^2 | leave-one-cell-out error | held-out error |",
+             "|---|---|---|---|---|---|"]
+    for arm, entry in noise.items():
+        for name, r in entry["sets"].items():
+            if "error" in r:
+                lines.append(f"| {arm} | {name} | {r['error']} | | | |")
+                continue
+            coefs = ", ".join(f"{k} {v:+.3f}" for k, v in r["coefficients"].items()
+                              if k != "const")
+            held = "-" if r["held_out"] is None else _fmt(r["held_out"])
+            lines.append(f"| {arm} | {name} | {coefs} | {_fmt(r['r2'])} | {_fmt(r['loco'])} | "
+                         f"{held} |")
+    return lines

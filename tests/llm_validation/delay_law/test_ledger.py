@@ -39,6 +39,9 @@ def _fake_phase(out, phase, lrs=None):
             final = frontier_loss(steps, r.seed, r.optimizer) + 0.1 * math.log(r.lr_multiple) ** 2
         elif r.mode == "sync":
             final = frontier_loss(steps, r.seed, r.optimizer)
+            if r.kind == "arm":          # B / B_simple falls with the step count, as the lag
+                write_run(out / "runs", r, final, rho=(steps / 40) ** -1.0 * (1 + 0.1 * r.seed))
+                continue
         else:
             cell_steps = round(steps / r.fraction)
             lag = _lag(f"{r.optimizer}/{r.mode}", cell_steps, r.seed)
@@ -102,6 +105,9 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
     md = (tmp_path / "ledger.md").read_text()
     assert "| P1 | paper | **pass**" in md and "lag_vs_steps.png" in md
     assert "reproduce all" in md and "no held-out run started before that" in md
+    noise = doc["noise_scale"]["adamw/2bw"]["sets"]
+    assert noise["rho"]["r2"] > 0.9 and noise["rho"]["held_out"] is not None
+    assert "## Exploratory: the batch over its noise scale (not in the protocol)" in md
     for fig in ("lag_vs_size.png", "lag_vs_lr.png"):
         assert (tmp_path / "figures" / fig).stat().st_size > 10_000
         assert f"figures/{fig}" in md
