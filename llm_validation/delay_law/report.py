@@ -21,6 +21,10 @@ _ARMS = (("adamw/2bw", "AdamW 2BW"), ("muon/2bw", "Muon 2BW"))
 #: Major ticks per decade on the log axes: a lag spans less than a decade, so 1-2-5 alone
 #: would label only one or two values.
 _LOG_TICKS = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+#: Said beside a predicted lag of 100% or more: a power law has left the range where a lag
+#: (a share of the run) is defined.
+_BEYOND_RUN = (" (100% or more: on this law 2BW does not reach the synchronous final loss "
+               "within the run)")
 
 
 def exponent_at_fixed_steps(values: Mapping[int, float]) -> dict[str, float]:
@@ -211,6 +215,7 @@ def render(doc: Mapping[str, Any], figures: Mapping[str, str]) -> str:
         lines.append(f"- {entry['statement']}: " + "; ".join(
             f"{m}: {v['reading']} (threshold {v['threshold']:.2%}; " + ", ".join(
                 f"{k} {p['steps']} steps: {p['lag']:.2%} [{p['lo']:.2%}, {p['hi']:.2%}]"
+                + (_BEYOND_RUN if p["lag"] >= 1 else "")
                 for k, p in v["predictions"].items()) + ")"
             for m, v in entry.get("models", {}).items()) if "models" in entry
             else f"- {entry['statement']}: {entry['reading']} ({entry.get('why', '')})")

@@ -74,3 +74,16 @@ def test_render_an_exponent_without_enough_seeds():
     md = report.render(doc, {})
     assert "- muon: not measured (0 seeds" in md
     assert "- adamw: -0.100 [-0.300, +0.100] (95% t over 4 seeds)" in md
+
+
+def test_a_predicted_lag_beyond_the_run_says_so():
+    pred = {"steps": 9257, "lag": 2.15, "lo": 1.1, "hi": 4.2}
+    doc = {"statements": {}, "laws": {}, "exponents": {},
+           "paper": {"muon/2bw": {"statement": "Muon stays within about 0.01 nats",
+                                  "models": {"SmolLM-135M": {
+                                      "reading": "contradicted", "threshold": 0.037,
+                                      "predictions": {"deepseek": pred}}}}}}
+    md = report.render(doc, {})
+    assert "215.00% [110.00%, 420.00%]" + report._BEYOND_RUN in md
+    pred["lag"] = 0.5
+    assert report._BEYOND_RUN not in report.render(doc, {})
