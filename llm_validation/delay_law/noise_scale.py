@@ -12,8 +12,10 @@ Algorithm
     ratio ``rho = (||g||^2 - v) / v`` estimates ``|G|^2 B / tr(Sigma) = B / B_simple``: the batch
     over the simple noise scale ``B_simple = tr(Sigma) / |G|^2`` (McCandlish et al., 2018).
     A run's ``rho`` is a ratio of means over its statistics steps from :data:`FROM_FRACTION`
-    of the run on (:func:`run_snr`): with two microbatches a single step's ``v`` is a
-    one-degree-of-freedom estimate, too noisy to divide by. A cell's ``rho`` per seed is that
+    of the run on (:func:`run_snr`): ``|G|^2`` and ``tr(Sigma)`` are averaged separately and
+    divided once, as McCandlish et al. (appendix A) estimate the noise scale, since a ratio
+    of single steps is biased where a step's ``v`` happens to be small. A cell's ``rho`` per
+    seed is that
     of the seed's full-length synchronous run of the arm's optimizer (:func:`cell_snr`).
 
     :func:`compare_regressors` fits ``log lag`` by least squares on the (cell, seed) points of
