@@ -19,7 +19,7 @@ Algorithm
     of the seed's full-length synchronous run of the arm's optimizer (:func:`cell_snr`).
 
     :func:`compare_regressors` fits ``log lag`` by least squares on the (cell, seed) points of
-    the training cells, against three regressor sets: ``log rho``; ``log N`` and ``log S`` (the
+    the training cells at each size's tuned lr, against three regressor sets: ``log rho``; ``log N`` and ``log S`` (the
     design's); ``log B`` alone (``B = 20 N / S``, tokens per step), and scores each by its
     leave-one-cell-out error (the cell's geometric-mean lag predicted from the other cells'
     fit, mean ``|log(pred / observed)|``) and, where held-out cells are given, by its error
@@ -104,10 +104,13 @@ def cell_snr(cell: Cell, runs_dir: str | Path, lrs: Mapping[str, Mapping[str, fl
 
 def _points(costs: Mapping[str, CellCosts], snr: Mapping[str, Mapping[str, Mapping[int, float]]],
             arm: str) -> list[tuple[str, dict[str, float], float]]:
-    """(cell, features, log lag) per seed with both a lag and a ``rho``."""
+    """(cell, features, log lag) per seed with both a lag and a ``rho``, at the tuned lr
+    only (neither regressor set models the lr cells' moved lr)."""
     opt = arm.split("/")[0]
     pts = []
     for name, c in costs.items():
+        if c.cell.lr_multiple != 1.0:
+            continue
         rhos = snr.get(name, {}).get(opt, {})
         for seed, lag in c.lag_fraction(arm).items():
             if lag > 0 and seed in rhos:
@@ -120,8 +123,11 @@ def _points(costs: Mapping[str, CellCosts], snr: Mapping[str, Mapping[str, Mappi
 
 def _fit(pts: Sequence[tuple[str, dict[str, float], float]], feats: Sequence[str]
          ) -> np.ndarray | None:
-    X = np.array([[1.0] + [f[k] for k in feats] for _, f, _ in pts])
-    if len(pts) <= X.shape[1] or np.linalg.matrix_rank(X) < X.shape[1]:
+    k = 1 + len(feats)
+    if len(pts) <= k:
+        return None
+    X = np.array([[1.0] + [f[name] for name in feats] for _, f, _ in pts])
+    if np.linalg.matrix_rank(X) < k:
         return None
     return np.linalg.lstsq(X, np.array([y for _, _, y in pts]), rcond=None)[0]
 

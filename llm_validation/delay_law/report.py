@@ -282,7 +282,8 @@ def _missing_line(runs: list[str]) -> str:
 def _noise_lines(noise: Mapping[str, Any]) -> list[str]:
     """The exploratory comparison of :mod:`~llm_validation.delay_law.noise_scale`."""
     lines = ["## Exploratory: the batch over its noise scale (not in the protocol)", "",
-             "`log lag` fitted on the training cells' (cell, seed) points against `log rho` "
+             "`log lag` fitted on the (cell, seed) points of the training cells at each size's "
+             "tuned lr against `log rho` "
              "(`rho = B / B_simple`, from each seed's synchronous run), against `log N + log S` "
              "(the design's) and against `log B` alone (tokens per step). `rho` is read from a "
              "cell's own synchronous run, so it explains a cell's lag rather than predicting it "
