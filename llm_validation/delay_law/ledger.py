@@ -319,7 +319,8 @@ def assemble(out: str | Path) -> dict[str, Any]:
     doc["predictions_check"]["started_before"] = (runs_started_before(out, written)
                                                   if written else None)
     snr = {n: cell_snr(c.cell, out / "runs", lrs) for n, c in costs.items()}
-    doc["noise_scale"] = {arm: compare_regressors(costs, snr, arm, held=[c.name for c in held_cells])
+    doc["noise_scale"] = {arm: compare_regressors(costs, snr, arm,
+                                                  held=[c.name for c in held_cells])
                           for arm in LAW_ARMS}
     write_json(out / LEDGER_FILE, doc)
     figures = {"lag vs steps": plot_lag_vs_steps(costs, out / "figures" / "lag_vs_steps.png"),

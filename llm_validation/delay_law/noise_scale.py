@@ -19,11 +19,11 @@ Algorithm
     of the seed's full-length synchronous run of the arm's optimizer (:func:`cell_snr`).
 
     :func:`compare_regressors` fits ``log lag`` by least squares on the (cell, seed) points of
-    the training cells at each size's tuned lr, against three regressor sets: ``log rho``; ``log N`` and ``log S`` (the
-    design's); ``log B`` alone (``B = 20 N / S``, tokens per step), and scores each by its
-    leave-one-cell-out error (the cell's geometric-mean lag predicted from the other cells'
-    fit, mean ``|log(pred / observed)|``) and, where held-out cells are given, by its error
-    there.
+    the training cells at each size's tuned lr, against three regressor sets: ``log rho``;
+    ``log N`` and ``log S`` (the design's); ``log B`` alone (``B = 20 N / S``, tokens per
+    step). It scores each by its leave-one-cell-out error (the cell's geometric-mean lag
+    predicted from the other cells' fit, mean ``|log(pred / observed)|``) and, where held-out
+    cells are given, by its error there.
 
     ``rho`` is read from a cell's own synchronous runs, so as a predictor it needs the target
     cell's synchronous run (or a model of the noise scale there): it explains, it does not by

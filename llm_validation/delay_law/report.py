@@ -288,7 +288,8 @@ def _noise_lines(noise: Mapping[str, Any]) -> list[str]:
              "(the design's) and against `log B` alone (tokens per step). `rho` is read from a "
              "cell's own synchronous run, so it explains a cell's lag rather than predicting it "
              "from elsewhere. Chosen after seeing runs: a hypothesis, not a verdict.", "",
-             "| arm | regressors | coefficients | R^2 | leave-one-cell-out error | held-out error |",
+             "| arm | regressors | coefficients | R^2 | leave-one-cell-out error "
+             "| held-out error |",
              "|---|---|---|---|---|---|"]
     for arm, entry in noise.items():
         for name, r in entry["sets"].items():
