@@ -10,8 +10,9 @@ For the 20:1 size ladder (docs/size_ladder.md), once its ledgers are assembled::
 
     python benchmarks/advise_rerun.py --pilot docs/delay_law/ledger/runs
 
-Prints markdown (``--json`` for the numbers): per hold-out (largest size, longest horizon) and law the factor-2 hits and the mean absolute log error, the
-law advise uses with its reason and the laws ruled out, whether the chosen law meets the goal
+Prints markdown (``--json`` for the numbers): per hold-out (largest size, longest horizon)
+and law the factor-2 hits and the mean absolute log error, the law advise uses with its reason
+and the laws ruled out, whether the chosen law meets the goal
 (>= 80% of the held-out largest-size pairs within a factor 2), the held-out cells' scores
 (batch, size at fixed steps, lr, horizon), the law they choose (the one advise uses when two
 kinds or more are scored) and its goal per kind, and the projection table of
