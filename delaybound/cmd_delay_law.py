@@ -12,6 +12,9 @@ learning rate in the cost of a one-step delay (:mod:`llm_validation.delay_law`).
 - ``delay-law predict --out DIR [--allow-missing]``: every candidate law's prediction for the
   held-out cells (``DIR/predictions.json``), fitted on the training cells; refused while a
   training run is missing or unfinished, unless ``--allow-missing`` (they are then recorded).
+- ``delay-law pack --out DIR --phase lr|train|held-out``: the phase's finished runs, without
+  checkpoints, into ``DIR/runs-<phase>.tar.xz`` (the small record to commit; unpack with
+  ``tar -xJf DIR/runs-<phase>.tar.xz -C DIR``).
 - ``delay-law assemble --out DIR [--reanalyse]``: verdicts, law scores, N's exponent at fixed
   steps, the paper's setting; ``DIR/ledger.md``, ``ledger.json`` and ``figures/``.
 """
@@ -31,11 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("delay-law", help="the delay-law experiment: size, steps and lr",
                        description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("action", choices=("plan", "protocol", "status", "run", "predict",
+    p.add_argument("action", choices=("plan", "protocol", "status", "run", "predict", "pack",
                                       "assemble"),
                    help="what to do")
     p.add_argument("--out", help="the ledger folder (every action but plan)")
-    p.add_argument("--phase", choices=("lr", "train", "held-out"), help="run: the phase")
+    p.add_argument("--phase", choices=("lr", "train", "held-out"), help="run, pack: the phase")
     p.add_argument("--jobs", type=int, default=2, help="run: training processes")
     p.add_argument("--reanalyse", action="store_true",
                    help="assemble under this checkout's rules although the folder records "
@@ -118,6 +121,13 @@ def cmd_delay_law(args: argparse.Namespace) -> int:
         return _write_protocol(args.out)
     if args.action == "status":
         return _status(args.out, args.json)
+    if args.action == "pack":
+        if not args.phase:
+            raise ValueError("delay-law pack needs --phase lr|train|held-out")
+        path, n, total = ledger.pack_phase(args.out, args.phase)
+        print(f"{n} of {total} {args.phase} runs (finished ones, no checkpoints) packed into "
+              f"{path}")
+        return 0
     rec = protocol.check(args.out, reanalyse=args.reanalyse)
     if rec.get("code_changed"):
         print("delaybound delay-law: the decision code differs from the one the protocol "

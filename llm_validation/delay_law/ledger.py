@@ -57,7 +57,7 @@ from llm_validation.validation.runs import is_complete
 __all__ = ["TrainingIncomplete", "LR_FILE", "LR_FIGURE", "PREDICTIONS_FILE", "LEDGER_FILE",
            "QUANTITIES", "LAW_ARMS", "PREDICTION_RTOL", "run_phase", "status", "read_lrs",
            "write_predictions", "held_out_predictions", "check_predictions", "runs_started_before",
-           "assemble"]
+           "PACK_EXCLUDE", "pack_phase", "assemble"]
 
 LR_FILE = "lr_choice.json"
 #: The lr profiles' figure (under ``figures/``), drawn when the lr phase finishes.
@@ -162,6 +162,36 @@ def status(out: str | Path) -> dict[str, Any]:
     else:
         step = "assemble"
     return {"phases": phases, "lr_choice": have_lrs, "predictions": predictions, "next": step}
+
+
+#: Left out of a packed run: checkpoints (large, and a run without them is finished, never
+#: trained again) and the folder lock.
+PACK_EXCLUDE = ("checkpoints", ".lock")
+
+
+def pack_phase(out: str | Path, phase: str) -> tuple[Path, int, int]:
+    """The finished runs of ``phase`` packed without :data:`PACK_EXCLUDE` into
+    ``out/runs-<phase>.tar.xz`` (written to a temporary name and renamed, so a crash leaves
+    the previous pack), file times kept (``assemble`` reads them); unpacked into ``out`` it
+    gives back ``runs/``. Returns (the file, runs packed, runs in the phase)."""
+    import os
+    import tarfile
+    out = Path(out)
+    if phase not in PHASES:
+        raise ValueError(f"phase {phase!r} is not one of {list(PHASES)}")
+    names = [run_name(r.cfg) for r in phase_runs(phase, None if phase == "lr" else read_lrs(out))]
+    done = [n for n in names if is_complete(out / "runs" / n)]
+    dest = out / f"runs-{phase}.tar.xz"
+    tmp = dest.with_name(dest.name + ".tmp")
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        parts = Path(info.name).parts
+        return None if any(x in PACK_EXCLUDE for x in parts[2:]) else info
+    with tarfile.open(tmp, "w:xz") as tar:
+        for n in done:
+            tar.add(out / "runs" / n, arcname=f"runs/{n}", filter=keep)
+    os.replace(tmp, dest)
+    return dest, len(done), len(names)
 
 
 def _all_costs(out: Path, lrs: Mapping[str, Mapping[str, float]], held: bool | None
