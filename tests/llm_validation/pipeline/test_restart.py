@@ -19,8 +19,14 @@ from tests.llm_validation.pipeline.support import small_corpus
 #: Wall-clock limit of the torchrun invocation (2 ranks started twice + the agent on 2 shared
 #: cores: ~30 s measured alone; generous for a loaded machine).
 TORCHRUN_TIMEOUT_S = 400
-#: Steps of the run; rank 1 dies after its step KILL_AFTER, between checkpoints 2 and 4.
-STEPS, KILL_AFTER = 6, 2
+#: Steps of the run; rank 1 dies after its step KILL_AFTER (0-based), so the latest complete
+#: checkpoint is 2. Stage 0 writes a checkpoint's COMPLETE marker at its next flush: rank 1
+#: cannot finish step 3 before stage 0 has sent it batch 3, after its flush of step 2 (marker
+#: of checkpoint 2 written), and checkpoint 4, whose shard rank 1 saves at step 3, would be
+#: marked only at stage 0's flush of step 4, which needs rank 1's gradients of batch 4. Dying
+#: after step 2 instead left stage 0's marker of checkpoint 2 racing the agent's kill (the run
+#: then restarted from scratch; seen once under load).
+STEPS, KILL_AFTER = 6, 3
 
 
 def _args(corpus: str, out: Path) -> list[str]:
