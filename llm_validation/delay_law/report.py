@@ -5,7 +5,7 @@ and against the lr at the lr cells' size, every seed visible)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -82,6 +82,17 @@ def plot_lag_vs_steps(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
     return save_figure(fig, path, dpi=120)
 
 
+def _seed_lines(ax: Any, cells: Sequence[CellCosts], arm: str,
+                x_of: Callable[[CellCosts], float]) -> None:
+    """One line per seed through ``cells`` (in their order): ``x_of(cell)`` against the seed's
+    positive lag of ``arm`` (a log axis cannot show the others)."""
+    for s in sorted({s for c in cells for s in c.lag_fraction(arm)}):
+        pts = [(x_of(c), c.lag_fraction(arm)[s]) for c in cells
+               if c.lag_fraction(arm).get(s, 0) > 0]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", ms=4, lw=1, alpha=0.7, label=f"seed {s}")
+
+
 def plot_lag_vs_size(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
     """The lag of each 2BW arm against N at the shared step count, one line per seed."""
     import matplotlib.pyplot as plt
@@ -90,12 +101,7 @@ def plot_lag_vs_size(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
     shared = sorted((c for c in costs.values() if c.cell.role == "shared"),
                     key=lambda c: c.cell.n_params)
     for ax, (arm, _) in zip(axes, _ARMS):
-        seeds = sorted({s for c in shared for s in c.lag_fraction(arm)})
-        for s in seeds:
-            pts = [(c.cell.n_params, c.lag_fraction(arm)[s]) for c in shared
-                   if s in c.lag_fraction(arm) and c.lag_fraction(arm)[s] > 0]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", ms=4, lw=1, alpha=0.7, label=f"seed {s}")
+        _seed_lines(ax, shared, arm, lambda c: c.cell.n_params)
         ax.set_xlabel(f"parameters N (all counted)\nthe batch, 20 N / {design.SHARED_STEPS} "
                       "tokens, grows with N")
     axes[1].legend(fontsize=8)
@@ -119,12 +125,7 @@ def plot_lag_vs_lr(costs: Mapping[str, CellCosts], path: str | Path) -> Path | N
     fig, axes = _axes(*(f"{label}: lag vs lr ({size}, {steps} steps)" for _, label in _ARMS))
     multiples = [c.cell.lr_multiple for c in row]
     for ax, (arm, _) in zip(axes, _ARMS):
-        seeds = sorted({s for c in row for s in c.lag_fraction(arm)})
-        for s in seeds:
-            pts = [(c.cell.lr_multiple, c.lag_fraction(arm)[s]) for c in row
-                   if s in c.lag_fraction(arm) and c.lag_fraction(arm)[s] > 0]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", ms=4, lw=1, alpha=0.7, label=f"seed {s}")
+        _seed_lines(ax, row, arm, lambda c: c.cell.lr_multiple)
         ax.xaxis.set_major_locator(FixedLocator(multiples))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
         ax.xaxis.set_minor_formatter(NullFormatter())
