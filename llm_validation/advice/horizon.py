@@ -48,7 +48,7 @@ import numpy as np
 
 from llm_validation.validation.student import t_quantile
 
-__all__ = ["LEVEL", "MIN_TREND_SPREAD", "TREND", "ADDITIVE", "GapPrediction", "ols_predict",
+__all__ = ["LEVEL", "MIN_TREND_SPREAD", "carries_trend", "TREND", "ADDITIVE", "GapPrediction", "ols_predict",
            "fit_horizon", "predict_empirical"]
 
 #: Level of every interval advise prints (the validation's 95%).
@@ -59,6 +59,13 @@ LEVEL = 0.95
 #: slope fitted on that is the seeds' scatter divided by the span, which read 10x outside it
 #: predicted gap shares of 1e12. Such pilots are read as one horizon.
 MIN_TREND_SPREAD = 1.25
+
+
+def carries_trend(values: Sequence[float] | np.ndarray) -> bool:
+    """Whether positive ``values`` (a clock or regressor across the pilot) span at least
+    :data:`MIN_TREND_SPREAD`, so that an exponent can be fitted on them."""
+    v = np.asarray(values, dtype=np.float64)
+    return v.size > 0 and float(v.max() / v.min()) >= MIN_TREND_SPREAD
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,7 +132,7 @@ def fit_horizon(horizons: Sequence[float], fractions: Sequence[float], target: f
     distinct = np.unique(T)
     positive = bool(np.all(g > 0))
     scale = "log" if positive else "g"
-    if distinct.size < 2 or distinct[-1] / distinct[0] < MIN_TREND_SPREAD:
+    if not carries_trend(distinct):
         # no trend: the prediction interval of one more pair, on the log scale when every
         # fraction is positive (a log-normal median and interval: never below zero)
         y = np.log(g) if positive else g

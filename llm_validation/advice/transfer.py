@@ -70,8 +70,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from llm_validation.advice.delay_term import calibrate, predict_theory
-from llm_validation.advice.horizon import (LEVEL, MIN_TREND_SPREAD, GapPrediction, fit_horizon,
-                                          ols_predict)
+from llm_validation.advice.horizon import (LEVEL, MIN_TREND_SPREAD, GapPrediction,
+                                          carries_trend, fit_horizon, ols_predict)
 from llm_validation.advice.pilot import QUANTITIES
 from llm_validation.delay_law.laws import Law, candidate_laws
 
@@ -259,7 +259,7 @@ def law_joint(pairs: Sequence[Any], target: Target, level: float = LEVEL,
     if np.unique(N).size < 2:
         raise NotIdentified("joint: one model size in the pilot (the size exponent is not "
                             "identified)")
-    if r.max() / r.min() < MIN_TREND_SPREAD:
+    if not carries_trend(r):
         raise NotIdentified(f"joint: tokens per parameter spans only {r.max() / r.min():.3g}x "
                             f"in the pilot ({r.min():.4g} to {r.max():.4g}, under "
                             f"{MIN_TREND_SPREAD:g}x): its exponent is not identified")
@@ -314,9 +314,9 @@ def _form_columns(name: str, law: Law, pairs: Sequence[Any], target: Target
     kept = []
     for f in law.features:
         label, what, _ = _COLUMNS[f]
-        x = np.log([_pair_column(p, f, target) for p in pairs])
-        xs = math.log(at[f])
-        if np.ptp(x) >= math.log(MIN_TREND_SPREAD):
+        raw = np.array([_pair_column(p, f, target) for p in pairs])
+        x, xs = np.log(raw), math.log(at[f])
+        if carries_trend(raw):
             kept.append((label, x, xs))
         elif not x.min() - SAME_VALUE_RTOL <= xs <= x.max() + SAME_VALUE_RTOL:
             held = (f"one value in the pilot ({math.exp(x[0]):.4g})" if np.ptp(x) <= SAME_VALUE_RTOL
