@@ -122,6 +122,14 @@ def run_phase(phase: str, out: str | Path, *, jobs: int = 2, progress: bool = Tr
     return len(points)
 
 
+def _phase_runs_done(out: Path, phase: str, lrs: Mapping[str, Mapping[str, float]] | None
+                     ) -> tuple[list[str], list[str]]:
+    """The run folder names of ``phase`` and those finished
+    (:func:`~llm_validation.validation.runs.is_complete`)."""
+    names = [run_name(r.cfg) for r in phase_runs(phase, lrs)]
+    return names, [n for n in names if is_complete(out / "runs" / n)]
+
+
 def status(out: str | Path) -> dict[str, Any]:
     """Where the ledger stands, per phase: its runs, how many are finished
     (:func:`~llm_validation.validation.runs.is_complete`), started but not finished (a run
@@ -135,8 +143,7 @@ def status(out: str | Path) -> dict[str, Any]:
         if phase != "lr" and lrs is None:
             phases[phase] = {"runs": None, "waits_on": LR_FILE}
             continue
-        names = [run_name(r.cfg) for r in phase_runs(phase, lrs)]
-        done = [n for n in names if is_complete(out / "runs" / n)]
+        names, done = _phase_runs_done(out, phase, lrs)
         started = [n for n in names if n not in set(done) and (out / "runs" / n).exists()]
         secs = 0.0
         for n in done:
@@ -179,8 +186,7 @@ def pack_phase(out: str | Path, phase: str) -> tuple[Path, int, int]:
     out = Path(out)
     if phase not in PHASES:
         raise ValueError(f"phase {phase!r} is not one of {list(PHASES)}")
-    names = [run_name(r.cfg) for r in phase_runs(phase, None if phase == "lr" else read_lrs(out))]
-    done = [n for n in names if is_complete(out / "runs" / n)]
+    names, done = _phase_runs_done(out, phase, None if phase == "lr" else read_lrs(out))
     dest = out / f"runs-{phase}.tar.xz"
     tmp = dest.with_name(dest.name + ".tmp")
 
