@@ -121,12 +121,18 @@ def _points(costs: Mapping[str, CellCosts], snr: Mapping[str, Mapping[str, Mappi
     return pts
 
 
+def _design(pts: Sequence[tuple[str, dict[str, float], float]], feats: Sequence[str]
+            ) -> np.ndarray:
+    """The points' design matrix: a constant and ``feats``."""
+    return np.array([[1.0] + [f[name] for name in feats] for _, f, _ in pts])
+
+
 def _fit(pts: Sequence[tuple[str, dict[str, float], float]], feats: Sequence[str]
          ) -> np.ndarray | None:
     k = 1 + len(feats)
     if len(pts) <= k:
         return None
-    X = np.array([[1.0] + [f[name] for name in feats] for _, f, _ in pts])
+    X = _design(pts, feats)
     if np.linalg.matrix_rank(X) < k:
         return None
     return np.linalg.lstsq(X, np.array([y for _, _, y in pts]), rcond=None)[0]
@@ -157,8 +163,7 @@ def compare_regressors(costs: Mapping[str, CellCosts],
         if beta is None:
             out["sets"][name] = {"error": "not identified on these cells"}
             continue
-        X = np.array([[1.0] + [f[k] for k in feats] for _, f, _ in train])
-        resid = y - X @ beta
+        resid = y - _design(train, feats) @ beta
         loco = []
         for c in cells:
             b = _fit([p for p in train if p[0] != c], feats)
