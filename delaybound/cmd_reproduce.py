@@ -12,13 +12,15 @@ flags and prints; the ledger itself is :func:`llm_validation.claims.reproduce.re
 - ``reproduce --out DIR [--claims ID,...] [--scale tiny|small|smollm-135m] [--seeds N]
   [--jobs J] [--threads T] [--device cpu|cuda] [--quick] [--set [OPT:]SEC.FIELD=VALUE]
   [--max-seeds N] [--extra-budget MIN] [--keep-checkpoints] [--quiet] [--json]
-  [--reanalyse] [--stop-after sweep]``: records the protocol (``OUT/protocol.json``, refused
+  [--reanalyse] [--stop-after sweep] [--reuse-sweep]``: records the protocol (``OUT/protocol.json``, refused
   when OUT holds another unless ``--reanalyse``), runs the phases
   (:mod:`llm_validation.claims.phases`: lr sweep -> the claims' runs -> extra seeds), training
   what is missing into ``DIR/runs`` (resumable: one run directory per distinct config, shared
   across claims and phases, through the sweep runner), then writes ``DIR/claims.md``,
   ``DIR/claims.json``, ``DIR/lr_sweep.json`` and ``DIR/figures/<id>.png``. A progress line per
-  finished run on stderr with an ETA weighted by the estimated cost left.
+  finished run on stderr with an ETA weighted by the estimated cost left. ``--reuse-sweep``:
+  phase 1 reads the lrs of ``DIR/lr_sweep.json`` and trains nothing (a ledger swept under
+  older rules keeps its sweep when a run the current rules name is added).
 
 ``--quick``: one seed (unless ``--seeds``) and half-length runs: a first look, every status
 inconclusive. Exit code 0 whatever the verdicts, 1 when a run raised (the ledger is written
@@ -52,7 +54,8 @@ def _options(args: argparse.Namespace):
                    threads=args.threads, max_seeds=args.max_seeds,
                    extra_budget_min=args.extra_budget, keep_checkpoints=args.keep_checkpoints,
                    reanalyse=args.reanalyse, assemble_only=args.assemble_only,
-                   stop_after=args.stop_after, progress=not args.quiet)
+                   stop_after=args.stop_after, reuse_sweep=args.reuse_sweep,
+                   progress=not args.quiet)
 
 
 def _scales_table() -> dict:
@@ -219,8 +222,10 @@ def register(subparsers: Any) -> None:
            "ledger is labelled a re-analysis)")
     a("--size-ladder", metavar="ROOT",
       help="fit the size ladder across the 20:1 ledgers ROOT/n46k, ROOT/n113k, ROOT/n267k "
-           "(trained by --scale S --out ROOT/S): size exponents, the extrapolation to "
-           "SmolLM-135M/360M and its agreement with the paper; writes ROOT/size_ladder.md")
+           "(trained by --scale S --out ROOT/S): per arm the step-and-size exponent (every "
+           "size trains at one batch, so the step count grows with N) and N's exponent at "
+           "matched steps; no extrapolation to SmolLM-135M/360M (docs/delay_law.md measures "
+           "N at fixed steps); writes ROOT/size_ladder.md")
     a("--tiny", metavar="DIR",
       help="with --size-ladder: the tiny ledger's folder (e.g. docs/claims_tiny); also writes "
            "ROOT/regime.md, per claim the verdict at 0.2 tokens per parameter, at each 20:1 "
@@ -231,6 +236,10 @@ def register(subparsers: Any) -> None:
     a("--stop-after", choices=["sweep"],
       help="stop after a phase (sweep: the lr sweep only, e.g. to tune before the protocol "
            "of the claims' runs is committed)")
+    a("--reuse-sweep", action="store_true",
+      help="phase 1 reads the lrs of OUT/lr_sweep.json and trains nothing; the claims' missing "
+           "runs train at them (a ledger swept under older rules, e.g. on seeds a claim now "
+           "uses, keeps its sweep when a run the current rules name is added)")
     a("--claims", type=_ids, metavar="ID,...", help="claim ids (default: all; see --list)")
     a("--scale", default="tiny", help="tiny (CPU, default), small (CPU) or smollm-135m (GPU)")
     a("--seeds", type=int, help="seeds per setting (default 3; 1 with --quick)")

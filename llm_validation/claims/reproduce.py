@@ -11,7 +11,9 @@ Algorithm
     2. ``assemble_only``: re-assemble from the finished runs, training nothing (the lrs of
        ``lr_sweep.json``, the seeds the recorded extra-seeds phase chose), and stop.
     3. Phase 1, the lr sweep (:func:`~llm_validation.claims.phases.sweep_phase`); the plan is
-       rebuilt on the tuned scale (``stop_after="sweep"`` stops here).
+       rebuilt on the tuned scale (``stop_after="sweep"`` stops here). ``reuse_sweep``: the
+       lrs of the recorded ``lr_sweep.json`` instead, training nothing in this phase (a ledger
+       swept under older rules keeps its sweep when a run the current rules name is added).
     4. Phase 2, the claims' runs over the first look's seeds; every check is analysed.
     5. Phase 3, extra seeds where the measured spread says they decide, within the budget
        (:func:`~llm_validation.claims.phases.extension_seeds`,
@@ -79,6 +81,10 @@ class Options:
     """Re-assemble from the finished runs, training nothing."""
     stop_after: str | None = None
     """``"sweep"``: stop after the lr sweep."""
+    reuse_sweep: bool = False
+    """Phase 1 reads the lrs of ``out/lr_sweep.json`` and trains nothing (the ledger keeps the
+    sweep it recorded, e.g. one on seeds the current rules no longer use); the other phases
+    train what is missing."""
     progress: bool = True
     """Progress lines on stderr."""
 
@@ -97,6 +103,8 @@ class Options:
             raise ValueError(f"--threads {self.threads}: must be >= 1")
         if self.stop_after not in (None, "sweep"):
             raise ValueError(f"stop_after={self.stop_after!r}: only 'sweep'")
+        if self.reuse_sweep and self.stop_after == "sweep":
+            raise ValueError("--reuse-sweep with --stop-after sweep: nothing would run")
 
     @property
     def n_seeds(self) -> int:
@@ -172,14 +180,20 @@ def _recorded_phases(doc: Mapping[str, Any]) -> Mapping[str, Any]:
     return doc.get("phases", doc.get("stages", {}))
 
 
+def recorded_scale(out: Path, scale: Any, flag: str) -> Any:
+    """``scale`` at the lrs ``out/lr_sweep.json`` recorded; ``ValueError`` naming ``flag``
+    when there is none."""
+    sweep = read_sweep(out)
+    if sweep is None:
+        raise ValueError(f"{flag}: {out} has no lr_sweep.json")
+    return dataclasses.replace(scale, lrs={**scale.lrs, **{
+        o: float(c["lr"]) for o, c in sweep["optimizers"].items()}})
+
+
 def _assemble_only(options: Options, out: Path, plan: Plan, record: dict) -> Outcome:
     """Re-assemble from the finished runs: the lrs of ``lr_sweep.json`` and the seeds the
     recorded extra-seeds phase ran each claim to."""
-    sweep = read_sweep(out)
-    if sweep is None:
-        raise ValueError(f"--assemble-only: {out} has no lr_sweep.json")
-    scale = dataclasses.replace(plan.scale, lrs={**plan.scale.lrs, **{
-        o: float(c["lr"]) for o, c in sweep["optimizers"].items()}})
+    scale = recorded_scale(out, plan.scale, "--assemble-only")
     old = out / "claims.json"
     exts = _recorded_phases(read_json(old)).get("seeds_policy", {}).get("extensions", []) \
         if old.exists() else []
@@ -216,10 +230,15 @@ def reproduce(options: Options, out: str | Path,
         trained[0] += s.ran
         return s
 
-    _log(options, "phase 1/3: lr sweep")
-    scale, _ = sweep_phase(plan.scale, plan.claims, out, quick=plan.quick, device=options.device,
-                        overrides=plan.overrides, train=train, runs_dir=RUNS_DIR,
-                        figures_dir=FIGURES_DIR, cost_model=plan.cost_model)
+    if options.reuse_sweep:
+        scale = recorded_scale(out, plan.scale, "--reuse-sweep")
+        _log(options, "phase 1/3: lr sweep: the recorded lr_sweep.json's lrs (nothing trains)")
+    else:
+        _log(options, "phase 1/3: lr sweep")
+        scale, _ = sweep_phase(plan.scale, plan.claims, out, quick=plan.quick,
+                               device=options.device, overrides=plan.overrides, train=train,
+                               runs_dir=RUNS_DIR, figures_dir=FIGURES_DIR,
+                               cost_model=plan.cost_model)
     plan = plan_for(options, out, scale=scale, cost_model=plan.cost_model)
     if options.stop_after == "sweep":
         _log(options, f"stopped after the lr sweep ({out / 'lr_sweep.json'})")

@@ -118,3 +118,30 @@ def test_extra_seeds_phase_writes_the_first_look_then_the_extended_ledger(tmp_pa
     assert ext["claim"] == "dcasgd" and ext["seeds"] == 4
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["budget"]["ran"] == 0
+
+
+def test_reuse_sweep_trains_the_claims_at_the_recorded_lrs_and_sweeps_nothing(tmp_path, capsys):
+    """A ledger swept under older rules keeps its sweep: with ``--reuse-sweep`` phase 1 reads
+    ``lr_sweep.json`` (here edited to an lr the sweep never tried) and trains nothing, and the
+    claims' runs train at the recorded lr; without the file it is one line and exit 2."""
+    args = ["reproduce", "--quick", "--claims", "dcasgd", "--jobs", "0", "--quiet",
+            "--out", str(tmp_path), "--json", *MICRO]
+    assert main([*args, "--reuse-sweep"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--reuse-sweep" in err[0] and "lr_sweep.json" in err[0]
+    assert main(args) == 0                          # the ordinary ledger sweeps, then trains
+    capsys.readouterr()
+    runs_before = {p.name for p in (tmp_path / "runs").iterdir()}
+    sweep = json.loads((tmp_path / "lr_sweep.json").read_text())
+    recorded = 0.0123                                # not on the sweep's factor-2 grid
+    assert all(abs(g["lr"] - recorded) > 1e-6 for g in sweep["optimizers"]["muon"]["grid"])
+    sweep["optimizers"]["muon"]["lr"] = recorded
+    (tmp_path / "lr_sweep.json").write_text(json.dumps(sweep))
+    assert main([*args, "--reuse-sweep"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    new = {p.name for p in (tmp_path / "runs").iterdir()} - runs_before
+    assert new and all(n.startswith(f"muon-") and f"lr{recorded}-" in n for n in new), new
+    assert doc["budget"]["ran"] == len(new)          # the claims' runs only: no sweep run
+    assert json.loads((tmp_path / "lr_sweep.json").read_text()) == sweep   # left as recorded
+    assert main([*args, "--reuse-sweep", "--stop-after", "sweep"]) == 2
+    assert "nothing would run" in capsys.readouterr().err
