@@ -5,7 +5,8 @@ learning rate in the cost of a one-step delay (:mod:`llm_validation.delay_law`).
 - ``delay-law protocol --out DIR``: writes the checkout's rules (``DIR/protocol.json`` and
   ``protocol.md``), to be committed before any run.
 - ``delay-law status --out DIR [--json]``: per phase, its runs finished and started and the
-  process-minutes they recorded, and the next step.
+  process-minutes they took (every invocation of a run continued from a checkpoint), and the
+  next step.
 - ``delay-law run --out DIR --phase lr|train|held-out [--jobs J]``: trains one phase
   (resumable: a re-run trains only what is missing); refused without the protocol, and for
   ``held-out`` without ``predictions.json``.
@@ -105,8 +106,10 @@ def _status(out: str, as_json: bool) -> int:
         if p["runs"] is None:
             print(f"{phase:9s} waits on {p['waits_on']}")
             continue
+        est = (f" ({p['estimated']} continued from an older checkpoint: at their last "
+               "invocation's rate)" if p["estimated"] else "")
         print(f"{phase:9s} {p['finished']:4d} / {p['runs']:4d} runs finished, {p['started']} "
-              f"started, {p['process_minutes']:.1f} process-minutes recorded")
+              f"started, {p['process_minutes']:.1f} process-minutes{est}")
     print(f"next: delaybound delay-law {st['next']} (--out {out})")
     return 0
 

@@ -344,7 +344,8 @@ class StatsRecorder:
                            "completed" else float("nan"), final_val_loss=final_val,
                            best_val_loss=min(vals) if vals else None, wall_time_s=wall,
                            tokens_per_s=tokens / wall if tokens and wall > 0 else None,
-                           n_params=self.config["model"]["n_params"], message=self.message)
+                           n_params=self.config["model"]["n_params"], message=self.message,
+                           process_s=wall)
         write_json(self.paths.summary, result.to_dict())
         return result
 

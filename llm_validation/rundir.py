@@ -43,6 +43,7 @@ __all__ = [
     "check_resumable",
     "start_step",
     "compose_result",
+    "process_seconds",
     "eval_row",
     "diverged_row",
     "diverged_message",
@@ -262,6 +263,9 @@ class RunResult:
     message: str = ""
     steady_tokens_per_s: float | None = None   # the steps after warm-up, evaluations and
     #                                            checkpoints excluded (training.steady.SteadyClock)
+    process_s: float | None = None   # every invocation that trained this run: the earlier ones up
+    #                                  to the checkpoint this one continued from, plus this one
+    #                                  (None: continued from a checkpoint that did not record it)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -354,10 +358,13 @@ def diverged_message(loss: float | None, step: int) -> str:
 
 def compose_result(cfg: TrainConfig, paths: RunPaths, *, status: str, done: int, start: int,
                    final_val_loss: float | None, n_params: int, wall: float,
-                   message: str = "", steady_tokens_per_s: float | None = None) -> RunResult:
+                   message: str = "", steady_tokens_per_s: float | None = None,
+                   process_before: float | None = None) -> RunResult:
     """The RunResult of a finished invocation from the whole run's metrics (earlier invocations
     included); written to summary.json. ``steady_tokens_per_s``: the loop's steady-state rate
-    (None where a runtime does not measure one)."""
+    (None where a runtime does not measure one). ``process_before``: the process seconds the
+    checkpoint this invocation continued from recorded (ignored when ``start`` is 0; None when
+    unknown, which leaves ``process_s`` None for a continued run)."""
     rows = read_metrics(paths.metrics)
     train_rows = [r for r in rows if r.get("kind", "train") == "train"]
     losses = [r["loss"] for r in train_rows if r.get("loss") is not None]
@@ -373,6 +380,31 @@ def compose_result(cfg: TrainConfig, paths: RunPaths, *, status: str, done: int,
                        final_val_loss=final_val_loss, best_val_loss=min(vals) if vals else None,
                        wall_time_s=wall, tokens_per_s=trained / wall if wall > 0 else None,
                        n_params=n_params, message=message,
-                       steady_tokens_per_s=steady_tokens_per_s)
+                       steady_tokens_per_s=steady_tokens_per_s,
+                       process_s=wall if start == 0 else
+                       (None if process_before is None else process_before + wall))
     write_json(paths.summary, result.to_dict())
     return result
+
+
+#: ``tokens / (tokens / wall)`` returns ``wall`` up to floating-point round-off: a run one
+#: invocation trained whole is told apart from a continued one (whose rate covers fewer tokens).
+SAME_WALL_RTOL = 1e-9
+
+
+def process_seconds(summary: Mapping[str, Any]) -> tuple[float, bool]:
+    """A finished run's process time from its ``summary.json`` and whether it is measured:
+    ``process_s`` (every invocation that trained it) when recorded, ``(value, True)``; else its
+    last invocation's rate over all its tokens (``tokens / tokens_per_s``: the wall time itself
+    when one invocation trained the whole run, an estimate for a run continued from a checkpoint
+    written before ``process_s`` was recorded), ``(value, False)``; else ``wall_time_s``, also
+    ``False``."""
+    measured = summary.get("process_s")
+    if measured is not None:
+        return float(measured), True
+    wall = float(summary.get("wall_time_s") or 0.0)
+    rate, tokens = summary.get("tokens_per_s"), summary.get("tokens")
+    if rate and tokens:
+        whole = float(tokens) / float(rate)
+        return whole, whole <= wall * (1 + SAME_WALL_RTOL)
+    return wall, False

@@ -48,6 +48,7 @@ from llm_validation.delay_law.report import (exponent_at_fixed_steps, plot_lag_v
                                              plot_lag_vs_size, plot_lag_vs_steps,
                                              plot_lr_profiles, render)
 from llm_validation.delay_law.runs import LR_CENTRES, PHASES, choose_lr, lr_runs, phase_runs
+from llm_validation.rundir import process_seconds
 from llm_validation.delay_law.verdicts import decide, statement_values, statements
 from llm_validation.records.atomic_io import read_json
 from llm_validation.sweep.grid import SweepPoint
@@ -133,8 +134,10 @@ def _phase_runs_done(out: Path, phase: str, lrs: Mapping[str, Mapping[str, float
 def status(out: str | Path) -> dict[str, Any]:
     """Where the ledger stands, per phase: its runs, how many are finished
     (:func:`~llm_validation.validation.runs.is_complete`), started but not finished (a run
-    folder without a finished summary), the process-minutes the finished ones recorded
-    (``wall_time_s``), and the next step with what it waits on."""
+    folder without a finished summary), the process-minutes of the finished ones
+    (:func:`~llm_validation.rundir.process_seconds`: measured over every invocation, or, for a
+    run continued from a checkpoint that did not record it, its last invocation's rate over all
+    its tokens, counted in ``estimated``), and the next step with what it waits on."""
     out = Path(out)
     have_lrs = (out / LR_FILE).exists()
     lrs = read_lrs(out) if have_lrs else None
@@ -145,14 +148,16 @@ def status(out: str | Path) -> dict[str, Any]:
             continue
         names, done = _phase_runs_done(out, phase, lrs)
         started = [n for n in names if n not in set(done) and (out / "runs" / n).exists()]
-        secs = 0.0
+        secs, estimated = 0.0, 0
         for n in done:
             try:
-                secs += float(read_json(out / "runs" / n / "summary.json").get("wall_time_s") or 0)
+                s, measured = process_seconds(read_json(out / "runs" / n / "summary.json"))
             except (ValueError, OSError):
-                pass
+                continue
+            secs += s
+            estimated += not measured
         phases[phase] = {"runs": len(names), "finished": len(done), "started": len(started),
-                         "process_minutes": secs / 60}
+                         "process_minutes": secs / 60, "estimated": estimated}
     predictions = (out / PREDICTIONS_FILE).exists()
     stale = len(read_json(out / PREDICTIONS_FILE).get("train_missing", [])) if predictions else 0
     if not have_lrs:

@@ -228,6 +228,9 @@ def train(cfg: TrainConfig, *, progress: bool = True,
         set_rng_state(state["rng"])
         if int(state["step"]) != start:
             raise ValueError(f"checkpoint {ckpt} holds step {state['step']}, its name says {start}")
+    # process seconds of the invocations before this one, up to its checkpoint (None: a
+    # checkpoint that did not record them)
+    before = state.get("process_s") if ckpt is not None else 0.0
     paths.root.mkdir(parents=True, exist_ok=True)
     rewrite_metrics_before(paths.metrics, start)
     write_json(paths.config, {**cfg.to_dict(), "meta": {
@@ -241,7 +244,9 @@ def train(cfg: TrainConfig, *, progress: bool = True,
                                       "optimizer": opt.state_dict(),
                                       "sampler": sampler.state_dict(),
                                       "probe": probe.state_dict(), "rng": rng_state(),
-                                      "config": cfg.to_dict()})
+                                      "config": cfg.to_dict(),
+                                      "process_s": None if before is None else
+                                      before + time.perf_counter() - t_start})
         last_save[0] = time.monotonic()
 
     status, message, done = "completed", "", None
@@ -337,7 +342,8 @@ def train(cfg: TrainConfig, *, progress: bool = True,
     wall = time.perf_counter() - t_start
     result = compose_result(cfg, paths, status=status, done=done, start=start,
                             final_val_loss=final_val, n_params=n_params, wall=wall, message=message,
-                            steady_tokens_per_s=clock.tokens_per_s(cfg.tokens_per_step))
+                            steady_tokens_per_s=clock.tokens_per_s(cfg.tokens_per_step),
+                            process_before=before)
     if progress and status == "completed":
         print(f"[train] done: {done} steps, val_loss {final_val:.4f}, {wall:.1f}s",
               file=sys.stderr, flush=True)

@@ -45,7 +45,7 @@ def test_status_says_where_the_ledger_stands_and_what_comes_next(tmp_path, capsy
     assert main(["delay-law", "status", "--out", str(out), "--json"]) == 0
     st = json.loads(capsys.readouterr().out)
     assert st["phases"]["lr"] == {"runs": 64, "finished": 0, "started": 0,
-                                  "process_minutes": 0.0}
+                                  "process_minutes": 0.0, "estimated": 0}
     assert main(["delay-law", "status", "--out", str(tmp_path / "none")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 

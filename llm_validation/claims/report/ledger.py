@@ -34,7 +34,7 @@ from llm_validation.claims.plan.scales import LR_REASON
 from llm_validation.claims.report.runtable import run_table
 from llm_validation.claims.decide.decisions import CLAIM_RULE
 from llm_validation.claims.record.claim import PAPER, THEORY
-from llm_validation.rundir import RunPaths
+from llm_validation.rundir import RunPaths, process_seconds
 from llm_validation.records.atomic_io import read_json, write_json
 from llm_validation.validation.runs import is_complete
 
@@ -93,15 +93,19 @@ def _settings(plan: Plan) -> dict[str, Any]:
 def measured_cost(runs_dir: str | Path) -> dict[str, Any]:
     """What the ledger's finished runs cost, measured: ``runs`` (the run directories under
     ``runs_dir`` that :func:`~llm_validation.validation.runs.is_complete` counts as finished: lr
-    sweep, claims and extra seeds alike) and ``process_s``, the sum of their recorded wall times
-    (``summary.json``'s ``wall_time_s``). A resumed run records its last invocation only, so the
-    sum is a lower bound; runs of a loaded machine count as they ran."""
+    sweep, claims and extra seeds alike) and ``process_s``, the sum of their process times
+    (:func:`~llm_validation.rundir.process_seconds`; ``estimated``: the runs continued from a
+    checkpoint that did not record it, counted at their last invocation's rate); runs of a loaded
+    machine count as they ran."""
     done = [d for d in sorted(Path(runs_dir).glob("*/")) if is_complete(d)]
-    total = sum(float(read_json(RunPaths(d).summary).get("wall_time_s") or 0.0) for d in done)
-    n = len(done)
-    return {"runs": n, "process_s": round(total, 1),
-            "note": "sum of the finished runs' recorded wall times (lr sweep included); a "
-                    "resumed run counts its last invocation only: a lower bound"}
+    times = [process_seconds(read_json(RunPaths(d).summary)) for d in done]
+    total = sum(s for s, _ in times)
+    estimated = sum(not measured for _, measured in times)
+    return {"runs": len(done), "process_s": round(total, 1), "estimated": estimated,
+            "note": "sum of the finished runs' process times over every invocation (lr sweep "
+                    f"included); {estimated} run(s) whose summary did not record it (e.g. one "
+                    "continued from an older checkpoint) count from their last invocation, at "
+                    "its rate over all their tokens"}
 
 
 def _budget(plan: Plan, summary: ExecutionSummary | None, out: Path) -> dict[str, Any]:

@@ -293,8 +293,11 @@ def render_markdown(plan: Plan, results: Sequence[ClaimResult],
              f"Runs: {len(plan.runs)} distinct (claims share runs), estimated "
              f"{plan.cost() / 60:.0f} process-minutes"
              + (f", measured {measured['process_s'] / 60:.0f} over the {measured['runs']} "
-                "finished runs with the lr sweep (the sum of their recorded wall times; a "
-                "resumed run counts its last invocation only)" if measured and measured["runs"]
+                "finished runs with the lr sweep (the sum of their process times over every "
+                "invocation" + (f"; {measured['estimated']} counted from their last "
+                                "invocation's rate"
+                                if measured.get("estimated") else "") + ")"
+                if measured and measured["runs"]
                 else "")
              + (f"; this invocation trained {summary.ran}, reused {summary.reused}, "
                 f"{summary.unavailable} unavailable, {len(summary.errors)} errors"

@@ -74,32 +74,37 @@ def test_claims_json_and_markdown(tmp_path):
     assert "lag (steps)" in md and "Claim rule:" in md
 
 
-def test_the_measured_cost_sums_the_finished_runs_wall_times(tmp_path):
+def test_the_measured_cost_sums_the_finished_runs_process_times(tmp_path):
     runs = tmp_path / RUNS_DIR
-    for name, status, steps, wall in (("a", "completed", 50, 30.0), ("b", "diverged", 7, 12.5),
-                                      ("c", "running", 20, 1000.0), ("d", "error", 3, 7.0),
-                                      ("g", "completed", 40, 9.0)):   # g: short of its 50 steps
+    # a: continued, its process_s covers both invocations; b: no process_s (counted from wall)
+    for name, status, steps, wall, process in (
+            ("a", "completed", 50, 30.0, 45.0), ("b", "diverged", 7, 12.5, None),
+            ("c", "running", 20, 1000.0, None), ("d", "error", 3, 7.0, None),
+            ("g", "completed", 40, 9.0, None)):   # g: short of its 50 steps
         (runs / name).mkdir(parents=True)
         (runs / name / "config.json").write_text(json.dumps({"run": {"steps": 50}}))
         (runs / name / "summary.json").write_text(json.dumps({"status": status, "steps": steps,
-                                                              "wall_time_s": wall}))
+                                                              "wall_time_s": wall,
+                                                              "process_s": process}))
     (runs / "e").mkdir()
     (runs / "e" / "config.json").write_text(json.dumps({"run": {"steps": 50}}))
     (runs / "e" / "summary.json").write_text('{"status": "compl')     # killed mid-write
     (runs / "f").mkdir()                                               # never finished
     m = measured_cost(runs)
-    assert (m["runs"], m["process_s"]) == (2, 42.5) and "lower bound" in m["note"]
+    assert (m["runs"], m["process_s"], m["estimated"]) == (2, 57.5, 1)
+    assert "1 run(s) whose summary did not record it" in m["note"]
     assert measured_cost(tmp_path / "nowhere")["runs"] == 0
     # in the ledger: claims.json's budget and claims.md's run line
     plan = _ledger(tmp_path, which="pass")
     for r in sorted(p for p in runs.iterdir() if p.name not in set("abcdefg")):
         summ = json.loads((r / "summary.json").read_text())
-        (r / "summary.json").write_text(json.dumps({**summ, "wall_time_s": 60.0}))
+        (r / "summary.json").write_text(json.dumps({**summ, "wall_time_s": 60.0,
+                                                    "process_s": 60.0}))
     doc = write_ledger(plan, assemble(plan, tmp_path, figures=False), tmp_path)
     n = doc["budget"]["measured"]["runs"]
     assert n == len(plan.runs) + 2
-    assert doc["budget"]["measured"]["process_s"] == pytest.approx(60.0 * (n - 2) + 42.5)
-    minutes = round((60.0 * (n - 2) + 42.5) / 60)
+    assert doc["budget"]["measured"]["process_s"] == pytest.approx(60.0 * (n - 2) + 57.5)
+    minutes = round((60.0 * (n - 2) + 57.5) / 60)
     assert f"measured {minutes} over the {n} finished runs" in (tmp_path / "claims.md").read_text()
 
 

@@ -113,6 +113,36 @@ def test_kill_and_resume_is_bitwise(tmp_path):
     assert read_metrics(straight) == read_metrics(resumed)
 
 
+def test_a_continued_run_counts_every_invocations_process_time(tmp_path):
+    """``process_s`` sums the invocations: the checkpoint carries the earlier ones' time up to
+    it, the continuing invocation adds its own wall time; a run trained in one invocation has
+    ``process_s == wall_time_s``; :func:`process_seconds` reads both as measured."""
+    from llm_validation.rundir import process_seconds
+    straight = train(_cfg(tmp_path / "straight"), progress=False)
+    assert straight.process_s == straight.wall_time_s
+    resumed = tmp_path / "resumed"
+    with pytest.raises(_Kill):
+        train(_cfg(resumed, checkpoint_interval=4), progress=False, callback=_kill_at(5))
+    before = load_checkpoint(latest_checkpoint(RunPaths(resumed)))["process_s"]
+    assert before > 0
+    result = train(_cfg(resumed, checkpoint_interval=4, resume=True), progress=False)
+    assert result.process_s == before + result.wall_time_s
+    summary = json.loads(RunPaths(resumed).summary.read_text())
+    assert process_seconds(summary) == (result.process_s, True)
+
+
+def test_process_seconds_estimates_a_run_continued_from_an_older_checkpoint():
+    """Summaries written before ``process_s``: one invocation's wall time is measured, a
+    continued run's is its last invocation's rate over all its tokens (an estimate)."""
+    from llm_validation.rundir import process_seconds
+    whole = {"tokens": 1000, "tokens_per_s": 1000 / 7.0, "wall_time_s": 7.0}
+    assert process_seconds(whole) == (pytest.approx(7.0), True)
+    continued = {"tokens": 1000, "tokens_per_s": 400 / 7.0, "wall_time_s": 7.0}
+    assert process_seconds(continued) == (pytest.approx(17.5), False)
+    assert process_seconds({"wall_time_s": 3.0}) == (3.0, False)
+    assert process_seconds({**continued, "process_s": None}) == (pytest.approx(17.5), False)
+
+
 def test_finished_run_extends_with_more_steps(tmp_path):
     straight = tmp_path / "straight"
     train(_cfg(straight, name="adamw", lam=0.5), progress=False)
