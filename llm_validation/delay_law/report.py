@@ -100,8 +100,12 @@ def plot_lag_vs_size(costs: Mapping[str, CellCosts], path: str | Path) -> Path:
                         for _, label in _ARMS))
     shared = sorted((c for c in costs.values() if c.cell.role == "shared"),
                     key=lambda c: c.cell.n_params)
+    sizes = sorted({c.cell.n_params for c in shared})
     for ax, (arm, _) in zip(axes, _ARMS):
         _seed_lines(ax, shared, arm, lambda c: c.cell.n_params)
+        # ticks at the measured sizes only: log-spaced ticks crowd between 1e5 and 3e5
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes], rotation=30)
+        ax.minorticks_off()
         ax.set_xlabel(f"parameters N (all counted)\nthe batch, 20 N / {design.SHARED_STEPS} "
                       "tokens, grows with N")
     axes[1].legend(fontsize=8)
