@@ -106,8 +106,8 @@ def _status(out: str, as_json: bool) -> int:
         if p["runs"] is None:
             print(f"{phase:9s} waits on {p['waits_on']}")
             continue
-        est = (f" ({p['estimated']} continued from an older checkpoint: at their last "
-               "invocation's rate)" if p["estimated"] else "")
+        est = (f" ({p['estimated']} without a recorded process time, e.g. continued from an "
+               "older checkpoint: at their last invocation's rate)" if p["estimated"] else "")
         print(f"{phase:9s} {p['finished']:4d} / {p['runs']:4d} runs finished, {p['started']} "
               f"started, {p['process_minutes']:.1f} process-minutes{est}")
     print(f"next: delaybound delay-law {st['next']} (--out {out})")

@@ -48,8 +48,8 @@ import numpy as np
 
 from llm_validation.validation.student import t_quantile
 
-__all__ = ["LEVEL", "MIN_TREND_SPREAD", "carries_trend", "TREND", "ADDITIVE", "GapPrediction", "ols_predict",
-           "fit_horizon", "predict_empirical"]
+__all__ = ["LEVEL", "MIN_TREND_SPREAD", "carries_trend", "TREND", "ADDITIVE", "GapPrediction",
+           "ols_predict", "fit_horizon", "predict_empirical"]
 
 #: Level of every interval advise prints (the validation's 95%).
 LEVEL = 0.95

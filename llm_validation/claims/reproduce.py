@@ -180,7 +180,7 @@ def _recorded_phases(doc: Mapping[str, Any]) -> Mapping[str, Any]:
     return doc.get("phases", doc.get("stages", {}))
 
 
-def recorded_scale(out: Path, scale: Any, flag: str) -> Any:
+def _recorded_scale(out: Path, scale: Any, flag: str) -> Any:
     """``scale`` at the lrs ``out/lr_sweep.json`` recorded; ``ValueError`` naming ``flag``
     when there is none."""
     sweep = read_sweep(out)
@@ -193,7 +193,7 @@ def recorded_scale(out: Path, scale: Any, flag: str) -> Any:
 def _assemble_only(options: Options, out: Path, plan: Plan, record: dict) -> Outcome:
     """Re-assemble from the finished runs: the lrs of ``lr_sweep.json`` and the seeds the
     recorded extra-seeds phase ran each claim to."""
-    scale = recorded_scale(out, plan.scale, "--assemble-only")
+    scale = _recorded_scale(out, plan.scale, "--assemble-only")
     old = out / "claims.json"
     exts = _recorded_phases(read_json(old)).get("seeds_policy", {}).get("extensions", []) \
         if old.exists() else []
@@ -231,7 +231,7 @@ def reproduce(options: Options, out: str | Path,
         return s
 
     if options.reuse_sweep:
-        scale = recorded_scale(out, plan.scale, "--reuse-sweep")
+        scale = _recorded_scale(out, plan.scale, "--reuse-sweep")
         _log(options, "phase 1/3: lr sweep: the recorded lr_sweep.json's lrs (nothing trains)")
     else:
         _log(options, "phase 1/3: lr sweep")

@@ -48,9 +48,9 @@ from llm_validation.delay_law.report import (exponent_at_fixed_steps, plot_lag_v
                                              plot_lag_vs_size, plot_lag_vs_steps,
                                              plot_lr_profiles, render)
 from llm_validation.delay_law.runs import LR_CENTRES, PHASES, choose_lr, lr_runs, phase_runs
-from llm_validation.rundir import process_seconds
 from llm_validation.delay_law.verdicts import decide, statement_values, statements
 from llm_validation.records.atomic_io import read_json
+from llm_validation.rundir import process_seconds
 from llm_validation.sweep.grid import SweepPoint
 from llm_validation.sweep.runner import run_sweep
 from llm_validation.validation.runs import is_complete
