@@ -208,9 +208,9 @@ def render(doc: Mapping[str, Any], figures: Mapping[str, str]) -> str:
         lines += [_predictions_line(doc["predictions_check"]), ""]
     for key, entry in doc["laws"].items():
         lines += [f"### {key} (chosen: {entry['chosen']})", "",
-                  "| law | hits within x2 | mean log error |", "|---|---|---|"]
+                  "| law | held-out cells within x2 | mean log error |", "|---|---|---|"]
         for s in entry["scores"]:
-            lines.append(f"| {s['law']} | {s['hits']} | {_score_error(s)} |")
+            lines.append(f"| {s['law']} | {s['hits']} / {len(s['errors'])} | {_score_error(s)} |")
         lines.append("")
     paper = doc.get("paper", {})
     lines += ["## The paper's setting (an extrapolation)", ""]

@@ -152,7 +152,8 @@ def _result(cfg: TrainConfig, start: int, wall: float) -> RunResult:
     return compose_result(cfg, paths, status=info["status"], done=int(info["steps"]), start=start,
                           final_val_loss=info.get("final_val_loss"),
                           n_params=int(info["n_params"]), wall=wall,
-                          message=info.get("message", ""))
+                          message=info.get("message", ""),
+                          process_before=info.get("process_before"))
 
 
 def _prepare(cfg: TrainConfig, paths: RunPaths, write: bool) -> int:

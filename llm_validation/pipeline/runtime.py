@@ -81,6 +81,10 @@ class StageRun(StageFlush):
     def __init__(self, ctx: WorkerContext, cfg: TrainConfig, start: int, tau: int,
                  dp_mode: str = "allreduce") -> None:
         self.ctx, self.cfg, self.start = ctx, cfg, start
+        self.t_begin = time.perf_counter()   # this invocation's process clock
+        # process seconds of the invocations before this one, up to its checkpoint (None: a
+        # checkpoint that did not record them; read in _restore)
+        self.process_before: float | None = 0.0
         self.saves: list[list[float]] = []   # [step, start, end] wall times of each save
         run, mesh = cfg.run, ctx.mesh
         self.P, self.s, self.M, self.N = run.stages, mesh.stage, run.microbatches, run.steps
@@ -167,6 +171,7 @@ class StageRun(StageFlush):
         opt.load_state_dict(opt_sd)
         self.probe.load_state_dict(probe_sd)
         set_rng_state(own["rng"])
+        self.process_before = own.get("process_s")
         self.loaded = {"previous": None if previous is None else
                        dict(zip(self.setup.names, previous))}
 
@@ -295,7 +300,9 @@ class StageRun(StageFlush):
                            self.setup.opt.state_dict(), self.probe.state_dict())
         own = {"step": t + 1, "stage": self.s, "stages": self.P, "replica": self.d,
                "replicas": self.D, "rng": rng_state(), "sampler_position": t + 1,
-               "config": self.cfg.to_dict()}
+               "config": self.cfg.to_dict(),
+               "process_s": None if self.process_before is None else
+               self.process_before + time.perf_counter() - self.t_begin}
         slow_save(self.ctx.rank)     # tests: a slow file system
         save_stage_checkpoint(self.paths, t + 1, self.s, self.d, shared, own,
                               self.ctx.mesh.dp_control)
@@ -326,7 +333,8 @@ class StageRun(StageFlush):
             write_json(self.paths.root / "logs" / "result.json",
                        {"status": status, "steps": done, "message": message,
                         "final_val_loss": final_val, "n_params": self.setup.n_params,
-                        "start": self.start, "step_clock": self.step_clock,
+                        "start": self.start, "process_before": self.process_before,
+                        "step_clock": self.step_clock,
                         "stage_memory": stages_memory})
         elif status == "completed" and self.d == 0:
             self.link.send_message(own, 0, "the delivery of the final validation loss to stage 0")

@@ -87,3 +87,14 @@ def test_a_predicted_lag_beyond_the_run_says_so():
     assert "215.00% [110.00%, 420.00%]" + report._BEYOND_RUN in md
     pred["lag"] = 0.5
     assert report._BEYOND_RUN not in report.render(doc, {})
+
+
+def test_law_table_counts_hits_out_of_the_held_out_cells():
+    """A hit count is printed over the held-out cells it was taken from, unpredicted ones
+    included, so 3 of 4 does not read as 3 of 3."""
+    doc = {"statements": {}, "exponents": {}, "paper": {},
+           "laws": {"muon/2bw:lag": {"chosen": "steps", "scores": [
+               {"law": "steps", "hits": 3, "mean_log_error": math.inf,
+                "errors": {"a": 0.1, "b": 0.2, "c": 0.3, "d": math.nan}}]}}}
+    md = report.render(doc, {})
+    assert "| steps | 3 / 4 | " in md

@@ -1,15 +1,16 @@
 """Pipeline DCP checkpoints: a damaged newest checkpoint falls back to the newest intact one
-(as ``rundir.newest_intact_checkpoint`` does for the emulator), and the resumed run is bitwise
-the uninterrupted one."""
+(as ``rundir.newest_intact_checkpoint`` does for the emulator), the resumed run is bitwise
+the uninterrupted one, and its ``process_s`` counts every invocation."""
 
 from __future__ import annotations
 
 import pytest
 
 from llm_validation.config import OptimConfig
-from llm_validation.pipeline.checkpoint import (ckpt_dir, damage, latest_complete,
+from llm_validation.pipeline.checkpoint import (ckpt_dir, damage, latest_complete, load_global,
                                                 newest_intact, stage_dir)
-from llm_validation.rundir import RunPaths, read_metrics
+from llm_validation.records.atomic_io import read_json
+from llm_validation.rundir import RunPaths, process_seconds, read_metrics
 from llm_validation.run import run as launch
 from tests.llm_validation.pipeline.support import pipe_cfg, pipeline_weights, small_corpus
 
@@ -79,3 +80,22 @@ def test_no_intact_checkpoint_left_is_no_checkpoint(tmp_path):
     assert newest_intact(RunPaths(out)) is None
     with pytest.raises(ValueError, match="no checkpoint found"):
         launch(pipe_cfg(out, corpus, pipeline="2bw", P=2, M=2, steps=4, resume=True))
+
+
+def test_a_resumed_pipeline_run_counts_every_invocation(tmp_path):
+    """``process_s`` of a pipeline run continued from a checkpoint is the time its checkpoint
+    recorded (stage 0's, of the invocations up to it) plus the resumed invocation's wall time;
+    a run trained in one invocation records its wall time."""
+    import torch
+
+    corpus = small_corpus(tmp_path)
+    kw = dict(pipeline="2bw", P=2, M=2, optim=CONSTANT, checkpoint_interval=2)
+    out = tmp_path / "resumed"
+    first = launch(pipe_cfg(out, corpus, steps=4, **kw))
+    assert first.process_s == first.wall_time_s
+    _, own = load_global(ckpt_dir(RunPaths(out), 4), [], 0, 0, torch.device("cpu"))
+    before = own["process_s"]
+    assert 0 < before <= first.wall_time_s
+    got = launch(pipe_cfg(out, corpus, steps=6, resume=True, **kw))
+    assert got.steps == 6 and got.process_s == before + got.wall_time_s
+    assert process_seconds(read_json(RunPaths(out).summary)) == (got.process_s, True)
