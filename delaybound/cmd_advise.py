@@ -2,7 +2,8 @@
 
 ``advise --optimizer NAME --stages P --microbatches M [--data-parallel D] (--from RUN_DIR |
 --model PRESET [hardware flags as simulate]) --tokens N [--pilot DIR] [--ledger DIR]
-[--params N] [--batch-tokens B] [--lr LR] [--law LAW] [--out DIR] [--json] [--plan-pilot]``:
+[--params N] [--batch-tokens B] [--lr LR | --lr-ratio R] [--law LAW] [--out DIR] [--json]
+[--plan-pilot]``:
 the simulator's throughput and memory of 2BW, 2BW + EF and the synchronous schedules at the
 user's shape, the predicted delay cost (lag and gap fraction, with intervals) at the user's
 horizon from the pilot, the time to reach the synchronous final loss per schedule as a ratio
@@ -10,7 +11,8 @@ to 1F1B, and a recommendation; with ``--out`` also ``DIR/advice.json`` and
 ``DIR/advice.png`` (predicted loss against wall-clock time). The delay cost's transfer law is
 chosen on the pilot's held-out sizes, printed with the spread of the laws not ruled out
 ("model uncertainty"), or the law ``--law`` requests (the laws in the explicit step count
-``--tokens / --batch-tokens``, lr ratio ``--lr`` / the pilot's lr and size need those flags);
+``--tokens / --batch-tokens``, the lr ratio ``--lr-ratio`` (or ``--lr`` / the pilot's lr) and
+size need those flags);
 ``--plan-pilot`` prints instead the cheapest pilot that would let advise
 choose that law without extrapolating, and the pilot at the user's own step count and batch
 (a smaller model trained for the target's steps), each with its cost. Exit 0; 2 on bad input
@@ -100,6 +102,15 @@ def no_pipeline_text(one: dict[str, Any], optimizer: str) -> str:
             "more throughput; --rank-schedules ranks the pipeline schedules anyway")
 
 
+def _lr_words(lr: dict[str, Any] | None) -> str:
+    """The header's lr clause: the run's lr against the pilot's, or the stated ratio."""
+    if not lr:
+        return ""
+    if lr.get("run") is None:
+        return f", peak lr {lr['ratio']:.3g}x the lr tuned for its size (--lr-ratio)"
+    return f", peak lr {lr['run']:.3g} = {lr['ratio']:.3g}x the pilot's {lr['pilot']:.3g}"
+
+
 def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
     """The human-readable advice (also the demo report's closing section; ``warnings=False``:
     without the WARNING notes, which the report prints in bold above the block)."""
@@ -109,9 +120,7 @@ def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
                 f"{r['recommendation']['why']}."]
     out = [f"advise: {r['optimizer']}, P={r['stages']} M={r['microbatches']} "
            f"D={r['data_parallel']}, {r['tokens']:.3g} tokens = {r['target_steps']:.0f} steps of "
-           f"{r['tokens_per_step']:.0f} tokens" + (
-               f", peak lr {r['lr']['run']:.3g} = {r['lr']['ratio']:.3g}x the pilot's "
-               f"{r['lr']['pilot']:.3g}" if r.get("lr") else ""),
+           f"{r['tokens_per_step']:.0f} tokens" + _lr_words(r.get("lr")),
            f"{'schedule':>17} {'step ms':>9} {'tokens/s':>10} {'x 1F1B':>7} {'peak GiB':>9}"]
     for name, t in r["throughput"].items():
         if "skipped" in t:
@@ -224,7 +233,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     spec = AdviseSpec(optimizer=args.optimizer, stages=args.stages,
                       microbatches=args.microbatches, data_parallel=args.data_parallel,
                       tokens=args.tokens, params=_params(args), batch_tokens=args.batch_tokens,
-                      lr=args.lr, law=args.law)
+                      lr=args.lr, lr_ratio=args.lr_ratio, law=args.law)
     if (args.model is None) == (args.from_dir is None):
         raise ValueError("give exactly one cost source: --model PRESET or --from RUN_DIR")
     check_out_dir("--out", args.out)
@@ -370,7 +379,11 @@ def register(subparsers: Any) -> None:
            "simulated batch; the laws with an explicit step count need it)")
     a("--lr", type=_positive("--lr", "learning rate"), metavar="LR",
       help="the run's peak learning rate, read against the pilot's tuned lr (its synchronous "
-           "reference runs'); the laws with an lr term need it")
+           "reference runs': right when your model is the reference's size); the laws with an "
+           "lr term need it or --lr-ratio")
+    a("--lr-ratio", type=_positive("--lr-ratio", "lr ratio"), metavar="R",
+      help="the run's peak lr over the lr tuned for its own size (1: tuned), the ratio the lr "
+           "laws read from each pilot pair; instead of --lr for a model of another size")
     a("--law", choices=ALL_LAWS, metavar="LAW",
       help=f"use this transfer law ({', '.join(ALL_LAWS)}) instead of the one chosen on "
            "held-out sizes; refused in one line when the pilot or the flags cannot fit it")

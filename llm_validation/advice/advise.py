@@ -77,8 +77,11 @@ class AdviseSpec:
     ``tokens / batch_tokens``; None: the simulator's batch stands in, and the laws with an
     explicit step count refuse it."""
     lr: float | None = None
-    """The run's peak learning rate (``--lr``), read against the pilot's tuned lr; None when
-    not given."""
+    """The run's peak learning rate (``--lr``), read against the pilot's tuned lr (right when
+    the run is the pilot reference's size); None when not given."""
+    lr_ratio: float | None = None
+    """The run's peak lr over the lr tuned for the run's own size (``--lr-ratio``; 1: tuned), the
+    quantity the lr laws read from each pilot pair; exclusive with :attr:`lr`."""
     law: str | None = None
     """The transfer law requested (``--law``, one of :data:`~.transfer.ALL_LAWS`); None: the
     law chosen on held-out sizes."""
@@ -95,12 +98,15 @@ class AdviseSpec:
         if not (isinstance(self.tokens, (int, float)) and math.isfinite(self.tokens)
                 and self.tokens > 0):
             raise ValueError(f"--tokens must be a positive number, got {self.tokens!r}")
-        for name in ("params", "batch_tokens", "lr"):
+        for name in ("params", "batch_tokens", "lr", "lr_ratio"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v)
                                       and v > 0):
                 raise ValueError(f"--{name.replace('_', '-')} must be a positive number, "
                                  f"got {v!r}")
+        if self.lr is not None and self.lr_ratio is not None:
+            raise ValueError("give --lr or --lr-ratio, not both: --lr is read against the "
+                             "pilot's tuned lr, --lr-ratio against your size's")
         if self.law is not None and self.law not in ALL_LAWS:
             raise ValueError(f"--law: unknown transfer law {self.law!r}; choose from "
                              f"{', '.join(ALL_LAWS)}")
@@ -193,10 +199,10 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
         choice = {**choice, "law": spec.law, "requested": True,
                   "reason": f"requested with --law; the held-out choice is {choice['law']}"}
     pilot_lr = ref.runs[0].lr
+    ratio = spec.lr_ratio if spec.lr is None else spec.lr / pilot_lr
     target = Target(steps=S, tokens_per_step=per_step, n_params=spec.params,
-                    steps_stated=spec.batch_tokens is not None,
-                    lr_ratio=None if spec.lr is None else spec.lr / pilot_lr,
-                    pilot_lr=None if spec.lr is None else pilot_lr)
+                    steps_stated=spec.batch_tokens is not None, lr_ratio=ratio,
+                    pilot_lr=None if ratio is None else pilot_lr)
     front = frontier_points(runs, ref)
     unusable = frontier_unusable(*front)
     frontier = None if unusable else front
@@ -241,8 +247,8 @@ def advise(spec: AdviseSpec, runs: Sequence[PilotRun], table: dict[str, dict[str
     return {"optimizer": spec.optimizer, "stages": spec.stages, "microbatches": spec.microbatches,
             "data_parallel": spec.data_parallel, "tokens": spec.tokens,
             "tokens_per_step": per_step, "target_steps": S,
-            "lr": None if spec.lr is None else {"run": spec.lr, "pilot": pilot_lr,
-                                                "ratio": spec.lr / pilot_lr},
+            "lr": None if ratio is None else {"run": spec.lr, "pilot": pilot_lr,
+                                              "ratio": ratio},
             "pilot": {"runs": len(runs), "pairs": len(all_pairs), "reference_horizon": ref.horizon,
                       "reference_runs": [r.name for r in ref.runs],
                       "reference_loss_drop": ref.loss_drop,

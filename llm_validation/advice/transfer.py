@@ -87,7 +87,7 @@ _FEATURE_NAME = {"log_n": "size", "log_steps": "steps", "log_lr": "lr"}
 #: The delay-law design's regressors: (column label, what it is, the flag that states it).
 _COLUMNS = {"log_n": ("log N", "the model size", "--model or --params"),
             "log_steps": ("log T", "the step count", "--batch-tokens"),
-            "log_lr": ("log(lr/lr_0)", "the lr ratio", "--lr")}
+            "log_lr": ("log(lr/lr_0)", "the lr ratio", "--lr-ratio or --lr")}
 
 
 def advise_name(law: Law) -> str:
@@ -347,8 +347,8 @@ def law_form(name: str, pairs: Sequence[Any], target: Target, level: float = LEV
         raise MissingInput(f"{name} needs --batch-tokens (the run's tokens per optimizer step: "
                            "its step count is tokens / batch tokens)")
     if "log_lr" in law.features and target.lr_ratio is None:
-        raise MissingInput(f"{name} needs --lr (the run's peak learning rate, read against the "
-                           "pilot's tuned lr)")
+        raise MissingInput(f"{name} needs --lr-ratio (the run's peak lr over the lr tuned for "
+                           "its size) or --lr (its peak lr, read against the pilot's tuned lr)")
     use, y = _values(pairs, name, quantity, law.link)
     if "log_n" in law.features and (target.n_params is None
                                     or any(p.n_params is None for p in use)):

@@ -220,7 +220,26 @@ def test_a_changed_batch_or_lr_gives_a_different_stated_cost(ladder, capsys):
     assert "transfer law: size_steps_lr (requested with --law" in text
 
 
-@pytest.mark.parametrize("drop, flag", [("--batch-tokens", "--batch-tokens"), ("--lr", "--lr")])
+def test_lr_ratio_is_the_ratio_the_laws_read(ladder, capsys):
+    """``--lr-ratio R`` states the run's lr over its own size's tuned lr: the same reading as
+    ``--lr`` at R times the pilot's tuned lr (1e-3 here), said so in the header; both at once
+    is one line and exit 2."""
+    by_lr = _explicit(ladder, capsys, "--batch-tokens", "1024", "--lr", "2e-3")
+    by_ratio = _explicit(ladder, capsys, "--batch-tokens", "1024", "--lr-ratio", "2")
+    assert by_ratio["delay_cost"]["2bw"]["gap_fraction"] == \
+        by_lr["delay_cost"]["2bw"]["gap_fraction"]
+    assert by_ratio["lr"] == {"run": None, "pilot": 1e-3, "ratio": 2.0}
+    args = ["advise", "--optimizer", "muon", *SHAPE, "--tokens", "4e6", "--ledger", str(ladder),
+            "--params", "8e6", "--law", "size_steps_lr", "--quiet", "--batch-tokens", "1024"]
+    assert main([*args, "--lr-ratio", "1"]) == 0
+    assert "peak lr 1x the lr tuned for its size (--lr-ratio)" in capsys.readouterr().out
+    assert _code([*args, "--lr-ratio", "1", "--lr", "1e-3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not both" in err[0], err
+
+
+@pytest.mark.parametrize("drop, flag", [("--batch-tokens", "--batch-tokens"),
+                                        ("--lr", "--lr-ratio")])
 def test_a_law_without_its_input_is_one_line_and_exit_2(ladder, capsys, drop, flag):
     given = {"--batch-tokens": "1024", "--lr": "1e-3"}
     del given[drop]
