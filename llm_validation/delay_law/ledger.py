@@ -44,6 +44,7 @@ from llm_validation.delay_law.laws import (Law, Observed, candidate_laws, choose
 from llm_validation.delay_law.measure import CellCosts, cell_costs, observed, read_final
 from llm_validation.delay_law.noise_scale import cell_snr, compare_regressors
 from llm_validation.delay_law.paper import paper_predictions
+from llm_validation.delay_law.paper_gap import gap_share_predictions
 from llm_validation.delay_law.report import (exponent_at_fixed_steps, plot_lag_vs_lr,
                                              plot_lag_vs_size, plot_lag_vs_steps,
                                              plot_lr_profiles, render)
@@ -350,7 +351,8 @@ def assemble(out: str | Path) -> dict[str, Any]:
                          for o in ("adamw", "muon")},
            "laws": laws,
            "missing": {n: list(c.missing) for n, c in costs.items() if c.missing},
-           "paper": paper_predictions(costs, laws)}
+           "paper": paper_predictions(costs, laws),
+           "paper_gap_share": gap_share_predictions(costs, laws, LAW_ARMS)}
     held_cells = [c for c in design.cells() if c.held_out]
     doc["predictions_check"] = check_predictions(
         read_json(out / PREDICTIONS_FILE) if (out / PREDICTIONS_FILE).exists() else None,

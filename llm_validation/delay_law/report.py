@@ -226,6 +226,8 @@ def render(doc: Mapping[str, Any], figures: Mapping[str, str]) -> str:
             else f"- {entry['statement']}: {entry['reading']} ({entry.get('why', '')})")
     if paper.get("ef"):
         lines.append(f"- EF: {paper['ef']}.")
+    if doc.get("paper_gap_share"):
+        lines += [""] + _gap_share_lines(doc["paper_gap_share"])
     if doc.get("noise_scale"):
         lines += [""] + _noise_lines(doc["noise_scale"])
     lines += ["", "## Figures", ""] + [f"![{k}]({v})" for k, v in figures.items()]
@@ -282,6 +284,25 @@ def _missing_line(runs: list[str]) -> str:
         by.setdefault(why or "no reason recorded", []).append(name)
     return "; ".join(f"{len(names)} {why}" + (f" ({', '.join(names)})" if len(names) <= 3 else "")
                      for why, names in by.items())
+
+
+def _gap_share_lines(gap: Mapping[str, Any]) -> list[str]:
+    """The exploratory gap-share predictions of :mod:`~llm_validation.delay_law.paper_gap`."""
+    lines = ["## Exploratory: the gap share at the paper's setting (not in the protocol)", "",
+             "The chosen gap-share law per arm (the gap as a share of the synchronous loss "
+             "decrease), refitted on every cell, at the same sizes and step counts as above. No "
+             "threshold is read: the share becomes nats only through the loss decrease at that "
+             "size on the paper's data, which the ledger does not measure. Added after the "
+             "runs; an extrapolation.", ""]
+    for arm, entry in gap.items():
+        if "models" not in entry:
+            lines.append(f"- {arm}: {entry.get('why', 'not predicted')}")
+            continue
+        lines.append(f"- {arm} ({entry['law']}): " + "; ".join(
+            f"{m}: " + ", ".join(f"{k} {p['steps']} steps {p['share']:.2%} "
+                                 f"[{p['lo']:.2%}, {p['hi']:.2%}]" for k, p in v.items())
+            for m, v in entry["models"].items()))
+    return lines
 
 
 def _noise_lines(noise: Mapping[str, Any]) -> list[str]:

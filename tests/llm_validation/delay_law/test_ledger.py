@@ -114,3 +114,9 @@ def test_ledger_end_to_end(tmp_path, short_design, monkeypatch):
     shutil.copytree(tmp_path / "figures", FIGURE_COPY, dirs_exist_ok=True)
     paper = doc["paper"]["adamw/2bw"]["models"]["SmolLM-135M"]
     assert paper["predictions"]["deepseek"]["steps"] == pytest.approx(9257, rel=0.01)
+    gap = doc["paper_gap_share"]["adamw/2bw"]
+    assert gap["law"] == doc["laws"]["adamw/2bw:gap_share"]["chosen"]
+    g = gap["models"]["SmolLM-135M"]["deepseek"]
+    assert g["steps"] == paper["predictions"]["deepseek"]["steps"]
+    assert g["lo"] <= g["share"] <= g["hi"]
+    assert "## Exploratory: the gap share at the paper's setting" in md

@@ -98,3 +98,14 @@ def test_law_table_counts_hits_out_of_the_held_out_cells():
                 "errors": {"a": 0.1, "b": 0.2, "c": 0.3, "d": math.nan}}]}}}
     md = report.render(doc, {})
     assert "| steps | 3 / 4 | " in md
+
+
+def test_gap_share_at_the_paper_setting_is_labelled_exploratory():
+    doc = {"statements": {}, "exponents": {}, "laws": {}, "paper": {},
+           "paper_gap_share": {"adamw/2bw": {"law": "steps", "models": {"SmolLM-135M": {
+               "deepseek": {"steps": 9257, "share": 0.012, "lo": 0.004, "hi": 0.03}}}},
+               "muon/2bw": {"why": "no gap-share law was chosen (held-out cells missing)"}}}
+    md = report.render(doc, {})
+    assert "## Exploratory: the gap share at the paper's setting (not in the protocol)" in md
+    assert "- adamw/2bw (steps): SmolLM-135M: deepseek 9257 steps 1.20% [0.40%, 3.00%]" in md
+    assert "- muon/2bw: no gap-share law was chosen" in md
