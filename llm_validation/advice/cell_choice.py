@@ -261,8 +261,9 @@ def choose_on_cells(scores: dict[str, Any]) -> dict[str, Any] | None:
     return {"law": law, "kinds": used, "mean_log_error": err, "eligible": eligible,
             "reason": (f"smallest mean held-out log error over the {len(used)} kinds of "
                        f"held-out cells ({', '.join(used)}): {err[law]:.3f}"
-                       + (f" (tied within {TIE_LOG_ERROR:g} with {', '.join(tied)}; fewer "
-                          "coefficients)" if len(tied) > 1 else "")),
+                       + (f" (tied within {TIE_LOG_ERROR:g} with "
+                          f"{', '.join(x for x in tied if x != law)}; fewer coefficients)"
+                          if len(tied) > 1 else "")),
             "not_ruled_out": kept, "ruled_out": ruled_out}
 
 

@@ -90,6 +90,8 @@ def test_a_tie_goes_to_fewer_coefficients():
     choice = choose_on_cells(score_cells(pairs(_design(lr_cells=False))))
     assert choice["law"] == "steps"
     assert choice["kinds"] == ["batch", "size", "horizon"]
+    tied = choice["reason"].split("tied within 0.01 with ")[1].split(";")[0].split(", ")
+    assert "steps" not in tied and "size_steps" in tied    # the others, not the chosen one
 
 
 def test_too_few_kinds_leave_the_choice_to_sizes_and_horizons():
