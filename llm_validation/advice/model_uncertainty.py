@@ -15,8 +15,11 @@ Algorithm
        first fitted law of ``steps``, ``theory``;
        its 95% interval is the *statistical* interval (residual scatter of its fit);
     3. the *model-uncertainty range* is ``[min, max]`` of the estimates of the fitted laws not
-       ruled out on the held-out scores, and of the law used (always); both ends become lag
-       fractions on the pilot's
+       ruled out on the held-out scores, and of the law used (always); a law whose estimate is
+       a gap share of :data:`MAX_GAP_SHARE` or more is left out of it (named under
+       ``outside``): the delayed run would end no lower than where training started, a
+       divergence no pilot pair shows, which a power law carried far past its data can
+       predict while its saturating twin cannot; both ends become lag fractions on the pilot's
        synchronous curve and time-to-target ratios (:func:`model_time_ratios`);
     4. *extrapolation* (:func:`extrapolation`): the user's model more than
        :data:`EXTRAPOLATION_FACTOR` times the largest pilot size, or the horizon more than that
@@ -42,12 +45,15 @@ from llm_validation.advice.transfer import (ALL_LAWS, ASSUMPTION, NotIdentified,
                                             predict_law)
 from llm_validation.advice.time_to_target import lag_fraction_from_gap, ratios_to_reference
 
-__all__ = ["EXTRAPOLATION_FACTOR", "FALLBACK_ORDER", "transfer_delay_cost", "model_time_ratios",
+__all__ = ["EXTRAPOLATION_FACTOR", "FALLBACK_ORDER", "MAX_GAP_SHARE", "transfer_delay_cost", "model_time_ratios",
            "extrapolation"]
 
 #: Beyond 10x the largest pilot size or the longest pilot horizon (one decade) no held-out
 #: score of the pilot speaks for the law: the pilot's own held-out steps span a factor 2-8.
 EXTRAPOLATION_FACTOR = 10.0
+#: A gap share of the whole synchronous loss decrease: a delayed run ending where training
+#: began. A law predicting this much at the target is outside its domain there.
+MAX_GAP_SHARE = 1.0
 #: Laws tried, in order, when the chosen one cannot be fitted at the target.
 FALLBACK_ORDER = ("steps", "theory")
 
@@ -90,7 +96,9 @@ def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode
     def lag_of(g: float) -> float:
         return lag_fraction_from_gap(ref.steps, ref.vals, g, frontier)
     f = {k: lag_of(v) for k, v in _iv(p).items()}
-    in_range = [law for law in ALL_LAWS if law in preds
+    outside = {law: preds[law].estimate for law in ALL_LAWS if law in preds and law != used
+               and preds[law].estimate >= MAX_GAP_SHARE}
+    in_range = [law for law in ALL_LAWS if law in preds and law not in outside
                 and (law in choice["not_ruled_out"] or law == used)]
     lo = min(preds[law].estimate for law in in_range)
     hi = max(preds[law].estimate for law in in_range)
@@ -98,7 +106,7 @@ def transfer_delay_cost(all_pairs: Sequence[Any], ref: Any, optimizer: str, mode
              "gap_fraction": {"estimate": p.estimate, "lo": lo, "hi": hi},
              "lag_fraction": {"estimate": f["estimate"],
                               "lo": lag_of(lo), "hi": lag_of(hi)},
-             "ruled_out": dict(choice["ruled_out"])}
+             "ruled_out": dict(choice["ruled_out"]), "outside": outside}
     return {"mode": mode, "used": used, "law_reason": (choice["reason"] if used == choice["law"]
                                                        else f"{choice['law']} could not be "
                                                        f"fitted at the target: "

@@ -249,3 +249,9 @@ def test_a_law_without_its_input_is_one_line_and_exit_2(ladder, capsys, drop, fl
     assert _code(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"needs {flag}" in err[0], err
+
+
+def test_a_ratio_past_the_shown_maximum_is_a_bound():
+    from delaybound.cmd_advise import RATIO_SHOWN_MAX, _times
+    assert _times(0.937) == "0.937x" and _times(RATIO_SHOWN_MAX) == "100x"
+    assert _times(2.02e15) == "over 100x"

@@ -68,3 +68,21 @@ def test_a_horizon_far_beyond_the_pilot_is_called_an_extrapolation():
     assert e["horizon_factor"] == 20 and "the horizon is 20.0x" in e["text"]
     assert extrapolation(pilot_params=1000, pilot_steps=1000, target=Target(
         steps=9000, tokens_per_step=TPS, n_params=9000), law="steps") is None
+
+
+def test_a_law_predicting_the_whole_loss_decrease_is_left_out_of_the_range():
+    """A power law in N carried far past the pilot can predict a gap share above 1 (the delayed
+    run ending above where training began): it is named under ``outside`` and kept out of the
+    range, which stays within the domain."""
+    from llm_validation.advice.model_uncertainty import MAX_GAP_SHARE
+    pts = [(round(tpp * N / TPS), N, 0.01 * (N / 1e4) ** 0.5 * (tpp / 10) ** -1)
+           for N in (10_000, 100_000, 1_000_000) for tpp in (5, 10, 20)]
+    spec = AdviseSpec(optimizer="muon", stages=8, microbatches=32, tokens=20 * 1e9,
+                      params=1e9, batch_tokens=2 ** 20, law="steps")
+    r = advise(spec, make_pairs(pts)[0], _table())
+    d = r["delay_cost"]["2bw"]
+    assert d["predictions"]["size"]["estimate"] >= MAX_GAP_SHARE
+    m = d["model_uncertainty"]
+    assert "size" in m["outside"] and "size" not in m["laws"]
+    assert all(v < MAX_GAP_SHARE for v in m["laws"].values()) and len(m["laws"]) >= 2
+    assert m["gap_fraction"]["hi"] < MAX_GAP_SHARE
