@@ -102,16 +102,6 @@ def no_pipeline_text(one: dict[str, Any], optimizer: str) -> str:
             "more throughput; --rank-schedules ranks the pipeline schedules anyway")
 
 
-#: Time-to-target ratios above this are printed as a bound: the lag is then (nearly) the whole
-#: run, and the ratio's digits say only how close to 1 the lag fraction's rounding came.
-RATIO_SHOWN_MAX = 100.0
-
-
-def _times(ratio: float) -> str:
-    """A time-to-target ratio as ``0.937x``, or ``over 100x`` past :data:`RATIO_SHOWN_MAX`."""
-    return f"over {RATIO_SHOWN_MAX:g}x" if ratio > RATIO_SHOWN_MAX else f"{ratio:.3g}x"
-
-
 def _lr_words(lr: dict[str, Any] | None) -> str:
     """The header's lr clause: the run's lr against the pilot's, or the stated ratio."""
     if not lr:
@@ -124,6 +114,7 @@ def _lr_words(lr: dict[str, Any] | None) -> str:
 def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
     """The human-readable advice (also the demo report's closing section; ``warnings=False``:
     without the WARNING notes, which the report prints in bold above the block)."""
+    from llm_validation.advice.time_to_target import ratio_text
     if "throughput" not in r:                # the no-pipeline answer: nothing ranked
         return [f"advise: {r['optimizer']}, P={r['stages']} M={r['microbatches']} "
                 f"D={r['data_parallel']}", f"recommendation: {r['recommendation']['schedule']}. "
@@ -170,7 +161,7 @@ def format_advice(r: dict[str, Any], warnings: bool = True) -> list[str]:
             out.append(f"    model uncertainty ({', '.join(m['laws'])}): gap "
                        f"{m['gap_fraction']['lo']:.2%} to {m['gap_fraction']['hi']:.2%}, lag "
                        f"{m['lag_fraction']['lo']:.1%} to {m['lag_fraction']['hi']:.1%}"
-                       + (f", time to target {_times(t['lo'])} to {_times(t['hi'])} 1F1B"
+                       + (f", time to target {ratio_text(t['lo'])} to {ratio_text(t['hi'])} 1F1B"
                           if t else "")
                        + ("; left out: " + ", ".join(f"{k} (gap share {v:.3g} >= 1 at the "
                                                      "target: outside its domain)"

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from llm_validation.advice.time_to_target import ratio_text
 from llm_validation.records.figure_file import save_figure
 
 __all__ = ["plot_advice", "plot_cell_scores", "COLORS", "ZOOM_FROM", "POINTS"]
@@ -83,7 +84,7 @@ def plot_advice(result: dict[str, Any], path: str | Path, *, title: str) -> Path
                 worst = max(m["laws"], key=m["laws"].get)
                 ax.plot(*far, color=COLORS.get(name), lw=1.0, ls=":",
                         label=f"{name}, laws' range end ({worst}): "
-                              f"{m['time_ratio']['hi']:.3g}x 1F1B")
+                              f"{ratio_text(m['time_ratio']['hi'])} 1F1B")
     ax.axhline(vals[-1], color="gray", ls=":", lw=1, label="target: synchronous final loss")
     ax.set_xlabel("wall-clock time (hours, simulated steady step times)")
     ax.set_ylabel("predicted validation loss (pilot's units: nats per token of its tokenizer)")
@@ -110,7 +111,8 @@ def plot_cell_scores(cells: dict[str, Any], path: str | Path, *, title: str) -> 
     figure: per scored kind (one panel each, gap share), every law's mean absolute log error on
     the held-out pairs it predicted (bars; the choice compares the laws on the pairs all of them
     predicted, so a bar can differ a little from the error the choice read; the chosen law
-    filled dark, a law that predicted too few pairs to be compared hatched), the seed
+    filled dark, a law that predicted too few pairs to be compared hatched, one that predicted
+    none marked "not fitted"), the seed
     reference's as a dashed line (the seeds' own scatter: no law fitted elsewhere knows more),
     and the factor-2 tolerance as a dotted line."""
     import matplotlib.pyplot as plt
@@ -129,7 +131,9 @@ def plot_cell_scores(cells: dict[str, Any], path: str | Path, *, title: str) -> 
         errs = [block[law]["mean_abs_log_error"] for law in laws]
         x = np.arange(len(laws))
         for i, law in enumerate(laws):
-            if errs[i] is None:
+            if errs[i] is None:     # no held-out pair predicted: say so where the bar would be
+                ax.text(i, 0.02, "not fitted", rotation=90, ha="center", va="bottom",
+                        fontsize=6, color="#777777")
                 continue
             chosen = law == choice.get("law")
             eligible = law in choice.get("eligible", laws)

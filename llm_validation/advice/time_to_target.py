@@ -46,8 +46,19 @@ import numpy as np
 from llm_validation.validation.envelope import envelope_lag
 from llm_validation.validation.lag import lag
 
-__all__ = ["MIN_LAG_FRACTION", "REFERENCE", "lag_fraction_from_gap", "frontier_unusable",
-           "delayed_steps", "time_to_target", "ratios_to_reference"]
+__all__ = ["MIN_LAG_FRACTION", "REFERENCE", "RATIO_SHOWN_MAX", "lag_fraction_from_gap",
+           "frontier_unusable", "delayed_steps", "time_to_target", "ratios_to_reference",
+           "ratio_text"]
+
+#: Time-to-target ratios above this are printed as a bound: the lag is then (nearly) the whole
+#: run, and the ratio's digits say only how close to 1 the lag fraction's rounding came.
+RATIO_SHOWN_MAX = 100.0
+
+
+def ratio_text(ratio: float) -> str:
+    """A time-to-target ratio as printed: ``0.937x``, or ``over 100x`` past
+    :data:`RATIO_SHOWN_MAX`."""
+    return f"over {RATIO_SHOWN_MAX:g}x" if ratio > RATIO_SHOWN_MAX else f"{ratio:.3g}x"
 
 #: Lowest lag fraction used (a delayed run predicted to be ahead): a delayed run is never taken
 #: to need fewer than half the synchronous steps; below that the lag's linear extrapolation past

@@ -252,6 +252,6 @@ def test_a_law_without_its_input_is_one_line_and_exit_2(ladder, capsys, drop, fl
 
 
 def test_a_ratio_past_the_shown_maximum_is_a_bound():
-    from delaybound.cmd_advise import RATIO_SHOWN_MAX, _times
-    assert _times(0.937) == "0.937x" and _times(RATIO_SHOWN_MAX) == "100x"
-    assert _times(2.02e15) == "over 100x"
+    from llm_validation.advice.time_to_target import RATIO_SHOWN_MAX, ratio_text
+    assert ratio_text(0.937) == "0.937x" and ratio_text(RATIO_SHOWN_MAX) == "100x"
+    assert ratio_text(2.02e15) == "over 100x"
