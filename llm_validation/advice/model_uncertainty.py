@@ -45,8 +45,8 @@ from llm_validation.advice.transfer import (ALL_LAWS, ASSUMPTION, NotIdentified,
                                             predict_law)
 from llm_validation.advice.time_to_target import lag_fraction_from_gap, ratios_to_reference
 
-__all__ = ["EXTRAPOLATION_FACTOR", "FALLBACK_ORDER", "MAX_GAP_SHARE", "transfer_delay_cost", "model_time_ratios",
-           "extrapolation"]
+__all__ = ["EXTRAPOLATION_FACTOR", "FALLBACK_ORDER", "MAX_GAP_SHARE", "transfer_delay_cost",
+           "model_time_ratios", "extrapolation"]
 
 #: Beyond 10x the largest pilot size or the longest pilot horizon (one decade) no held-out
 #: score of the pilot speaks for the law: the pilot's own held-out steps span a factor 2-8.

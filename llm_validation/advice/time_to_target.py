@@ -53,13 +53,6 @@ __all__ = ["MIN_LAG_FRACTION", "REFERENCE", "RATIO_SHOWN_MAX", "lag_fraction_fro
 #: Time-to-target ratios above this are printed as a bound: the lag is then (nearly) the whole
 #: run, and the ratio's digits say only how close to 1 the lag fraction's rounding came.
 RATIO_SHOWN_MAX = 100.0
-
-
-def ratio_text(ratio: float) -> str:
-    """A time-to-target ratio as printed: ``0.937x``, or ``over 100x`` past
-    :data:`RATIO_SHOWN_MAX`."""
-    return f"over {RATIO_SHOWN_MAX:g}x" if ratio > RATIO_SHOWN_MAX else f"{ratio:.3g}x"
-
 #: Lowest lag fraction used (a delayed run predicted to be ahead): a delayed run is never taken
 #: to need fewer than half the synchronous steps; below that the lag's linear extrapolation past
 #: the synchronous run's end means nothing.
@@ -152,3 +145,9 @@ def ratios_to_reference(step_times: Mapping[str, float], sync_steps: float,
                      "ratio_lo": row["lo"]["ratio"], "ratio_hi": row["hi"]["ratio"],
                      "time_s_lo": row["lo"]["time_s"], "time_s_hi": row["hi"]["time_s"]}
     return out
+
+
+def ratio_text(ratio: float) -> str:
+    """A time-to-target ratio as printed: ``0.937x``, or ``over 100x`` past
+    :data:`RATIO_SHOWN_MAX`."""
+    return f"over {RATIO_SHOWN_MAX:g}x" if ratio > RATIO_SHOWN_MAX else f"{ratio:.3g}x"

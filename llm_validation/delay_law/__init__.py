@@ -6,8 +6,9 @@ held-out cells, cost) <- :mod:`runs` (one resolved config per run, grouped into 
 :mod:`measure` (per-seed compute-equivalent lag and gap share per cell) <- :mod:`laws`
 (candidate power and saturating laws, per-seed fits with t intervals, held-out scores, the
 choice rule) <- :mod:`verdicts` (the statements under one gatekeeping family) <- :mod:`paper`
-(SmolLM-135M/360M predicted) <- :mod:`paper_gap` (exploratory: the gap share there) <- :mod:`protocol` (the rules and the decision code's digest,
-written before the runs) <- :mod:`noise_scale` (exploratory: the batch over its noise scale) <-
+(SmolLM-135M/360M predicted) <- :mod:`paper_gap` (exploratory: the gap share there) <-
+:mod:`protocol` (the rules and the decision code's digest, written before the runs) <-
+:mod:`noise_scale` (exploratory: the batch over its noise scale) <-
 :mod:`report` (ledger.md and figures) <- :mod:`ledger` (the front door: phases, predictions,
 assembly).
 """
